@@ -1,0 +1,75 @@
+# lifecycle.machine: the two commands a newcomer needs are `make demo` and `make test`.
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+CLUSTER_DIR := .cluster
+COLLECTIONS := $(CURDIR)/.tmp/collections
+export ANSIBLE_COLLECTIONS_PATH := $(COLLECTIONS)
+export GOTOOLCHAIN := local
+
+.PHONY: help venv tools cluster-up cluster-down cluster-status lint ruff yamllint ansible-lint sanity \
+        unit integration test demo build bench clean
+
+help:
+	@echo "make demo          start the local control plane and delete a machine with the role"
+	@echo "make test          lint, sanity, unit and integration tests (starts the control plane)"
+	@echo "make cluster-up    start the local control plane; kubeconfig in $(CLUSTER_DIR)/kubeconfig"
+	@echo "make cluster-down  stop it"
+
+$(BIN)/ansible: requirements.txt test-requirements.txt
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -r test-requirements.txt
+	touch $@
+
+venv: $(BIN)/ansible
+	@$(BIN)/python hack/cluster.py collections >/dev/null
+
+tools:
+	bash hack/build-tools.sh
+
+cluster-up: venv
+	$(BIN)/python hack/cluster.py up --dir $(CLUSTER_DIR)
+
+cluster-down:
+	$(PYTHON) hack/cluster.py down --dir $(CLUSTER_DIR)
+
+cluster-status:
+	$(PYTHON) hack/cluster.py status --dir $(CLUSTER_DIR)
+
+ruff: venv
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+yamllint: venv
+	$(BIN)/yamllint -s .
+
+ansible-lint: venv
+	$(BIN)/ansible-lint --offline
+
+lint: ruff yamllint ansible-lint
+
+sanity: venv
+	bash hack/sanity.sh
+
+unit: venv
+	$(BIN)/pytest -q tests/unit
+
+# Reuses a control plane started by `make cluster-up`; otherwise starts its own.
+integration: venv tools
+	$(BIN)/pytest -q -p no:cacheprovider tests/integration
+
+test: lint sanity unit integration
+
+demo: venv tools
+	$(BIN)/python hack/demo.py
+
+build: venv
+	$(BIN)/ansible-galaxy collection build --force
+
+bench: venv tools
+	$(BIN)/python benchmarks/drain_100.py
+
+clean: cluster-down
+	rm -rf .tmp lifecycle-machine-*.tar.gz

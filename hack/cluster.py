@@ -1,0 +1,473 @@
+#!/usr/bin/env python3
+"""Start and stop the local Kubernetes control plane used by tests and the demo.
+
+Real upstream components, built from the Go module proxy by hack/build-tools.sh:
+etcd, kube-apiserver, kube-controller-manager, kube-scheduler (one multi-call
+binary, each component its own process) and kwok acting as the kubelet of
+simulated nodes (every Node annotated ``kwok.x-k8s.io/node: fake``).
+
+    python3 hack/cluster.py up [--dir .cluster]     start, write <dir>/kubeconfig
+    python3 hack/cluster.py down [--dir .cluster]   stop, leave no process behind
+    python3 hack/cluster.py status [--dir .cluster]
+    python3 hack/cluster.py collections             print the ANSIBLE_COLLECTIONS_PATH root
+
+Only the standard library is used so that it runs before the venv exists.
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import json
+import os
+import shutil
+import signal
+import socket
+import ssl
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+HACK = REPO / "hack"
+CRD_DIR = HACK / "crds"
+STAGES_FILE = HACK / "kwok-stages.yaml"
+ADMIN_TOKEN = "lifecycle-machine-admin-token"  # local, loopback-only test cluster
+SERVICE_CIDR = "10.96.0.0/16"
+POD_CIDR = "10.244.0.0/16"
+CONTROLLERS = [
+    "disruption",
+    "garbagecollector",
+    "namespace",
+    "serviceaccount",
+    "serviceaccount-token",
+    "replicaset",
+    "deployment",
+    "statefulset",
+    "daemonset",
+    "job",
+    "root-ca-cert-publisher",
+]
+COMPONENTS = ["etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok"]
+
+
+def collections_root() -> Path:
+    """A directory usable as ANSIBLE_COLLECTIONS_PATH that holds this checkout.
+
+    ``<root>/ansible_collections/lifecycle/machine`` links to the repository;
+    ``kubernetes/core`` links to the copy bundled in the venv's ``ansible`` package.
+    """
+    root = REPO / ".tmp" / "collections"
+    target = root / "ansible_collections" / "lifecycle" / "machine"
+    if not target.is_symlink():
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.symlink_to(REPO, target_is_directory=True)
+    return root
+
+
+def kubernetes_version() -> str:
+    """The Kubernetes release the control plane is built from (tools/controlplane/go.mod)."""
+    for line in (REPO / "tools" / "controlplane" / "go.mod").read_text().splitlines():
+        parts = line.split()
+        if len(parts) >= 2 and parts[0] in ("k8s.io/kubernetes", "require") and parts[-1].startswith("v1."):
+            return parts[-1]
+    raise RuntimeError("k8s.io/kubernetes version not found in tools/controlplane/go.mod")
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def build_tools() -> Path:
+    """Build (or reuse from the cache) the binaries; return their directory."""
+    result = subprocess.run(["bash", str(HACK / "build-tools.sh")], check=True, stdout=subprocess.PIPE, text=True)
+    return Path(result.stdout.strip().splitlines()[-1])
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:
+        with open(f"/proc/{pid}/stat", encoding="utf-8") as stat:
+            return stat.read().split()[2] != "Z"
+    except OSError:
+        return False
+
+
+def _read_state(state_dir: Path) -> dict:
+    try:
+        return json.loads((state_dir / "state.json").read_text())
+    except (OSError, ValueError):
+        return {}
+
+
+def is_running(state_dir: Path) -> bool:
+    state = _read_state(state_dir)
+    pids = state.get("pids") or {}
+    if not pids or not all(_pid_alive(pid) for pid in pids.values()):
+        return False
+    return _readyz(state) is True
+
+
+def _ssl_context() -> ssl.SSLContext:
+    context = ssl.create_default_context()
+    context.check_hostname = False
+    context.verify_mode = ssl.CERT_NONE
+    return context
+
+
+def _readyz(state: dict) -> bool | str:
+    url = f"https://127.0.0.1:{state.get('apiserver_port')}/readyz"
+    request = urllib.request.Request(url, headers={"Authorization": f"Bearer {ADMIN_TOKEN}"})
+    try:
+        with urllib.request.urlopen(request, context=_ssl_context(), timeout=2) as response:
+            return response.status == 200
+    except urllib.error.HTTPError as exc:
+        return exc.read().decode(errors="replace")[-400:]
+    except (OSError, ValueError) as exc:
+        return str(exc)
+
+
+def _api(state: dict, method: str, path: str, body: dict | None = None, content_type: str = "application/json") -> tuple[int, dict]:
+    url = f"https://127.0.0.1:{state['apiserver_port']}{path}"
+    data = json.dumps(body).encode() if body is not None else None
+    request = urllib.request.Request(url, data=data, method=method, headers={"Authorization": f"Bearer {ADMIN_TOKEN}", "Content-Type": content_type})
+    try:
+        with urllib.request.urlopen(request, context=_ssl_context(), timeout=10) as response:
+            return response.status, json.loads(response.read() or b"{}")
+    except urllib.error.HTTPError as exc:
+        try:
+            return exc.code, json.loads(exc.read() or b"{}")
+        except ValueError:
+            return exc.code, {}
+
+
+def _wait(predicate, timeout: float, what: str, log_hint: str = "") -> None:
+    deadline = time.monotonic() + timeout
+    last = None
+    while time.monotonic() < deadline:
+        last = predicate()
+        if last is True:
+            return
+        time.sleep(0.2)
+    raise RuntimeError(f"timed out after {timeout}s waiting for {what}: {last}\n{log_hint}")
+
+
+def _tail(path: Path, lines: int = 30) -> str:
+    try:
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+    except OSError:
+        return ""
+
+
+def _openssl_keypair(state_dir: Path) -> None:
+    key = state_dir / "sa.key"
+    if not key.exists():
+        subprocess.run(["openssl", "genrsa", "-out", str(key), "2048"], check=True, capture_output=True)
+        subprocess.run(["openssl", "rsa", "-in", str(key), "-pubout", "-out", str(state_dir / "sa.pub")], check=True, capture_output=True)
+
+
+def _write_kubeconfig(path: Path, port: int, token: str, ca_file: Path | None) -> None:
+    cluster: dict = {"server": f"https://127.0.0.1:{port}"}
+    if ca_file and ca_file.exists():
+        cluster["certificate-authority-data"] = base64.b64encode(ca_file.read_bytes()).decode()
+    else:
+        cluster["insecure-skip-tls-verify"] = True
+    config = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": "lifecycle-machine", "cluster": cluster}],
+        "users": [{"name": "admin", "user": {"token": token}}],
+        "contexts": [{"name": "lifecycle-machine", "context": {"cluster": "lifecycle-machine", "user": "admin"}}],
+        "current-context": "lifecycle-machine",
+    }
+    path.write_text(json.dumps(config, indent=2))
+    path.chmod(0o600)
+
+
+def _start(name: str, argv: list[str], state_dir: Path) -> int:
+    log = open(state_dir / f"{name}.log", "ab")  # noqa: SIM115  pylint: disable=consider-using-with
+    proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
+    return proc.pid
+
+
+def _load_yaml_documents(path: Path) -> list[dict]:
+    """CRDs are kept as JSON-compatible YAML; use PyYAML when present, else kubectl."""
+    try:
+        import yaml  # pylint: disable=import-outside-toplevel
+    except ImportError:
+        return []
+    with path.open(encoding="utf-8") as handle:
+        return [doc for doc in yaml.safe_load_all(handle) if doc]
+
+
+def install_crds(state: dict, bin_dir: Path, kubeconfig: Path) -> None:
+    files = sorted(CRD_DIR.glob("*.yaml"))
+    if not files:
+        return
+    subprocess.run(
+        [str(bin_dir / "kubectl"), "--kubeconfig", str(kubeconfig), "apply", "--server-side", "--force-conflicts", *[arg for f in files for arg in ("-f", str(f))]],
+        check=True,
+        capture_output=True,
+    )
+    names = []
+    for path in files:
+        for doc in _load_yaml_documents(path):
+            if doc.get("kind") == "CustomResourceDefinition":
+                names.append(doc["metadata"]["name"])
+
+    def established() -> bool | str:
+        for crd in names:
+            status, body = _api(state, "GET", f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{crd}")
+            if status != 200:
+                return f"{crd}: HTTP {status}"
+            conditions = {c["type"]: c["status"] for c in (body.get("status") or {}).get("conditions") or []}
+            if conditions.get("Established") != "True":
+                return f"{crd} not Established"
+        return True
+
+    _wait(established, 60, "CRDs to be established")
+
+
+def up(state_dir: Path, quiet: bool = False) -> dict:
+    """Start every component; return the state (ports, pids, paths)."""
+    state_dir = state_dir.resolve()
+    if is_running(state_dir):
+        if not quiet:
+            print(f"control plane already running; kubeconfig: {state_dir / 'kubeconfig'}")
+        return _read_state(state_dir)
+    down(state_dir)
+    started = time.monotonic()
+    bin_dir = build_tools()
+    if state_dir.exists():
+        shutil.rmtree(state_dir)
+    (state_dir / "certs").mkdir(parents=True)
+    _openssl_keypair(state_dir)
+    (state_dir / "tokens.csv").write_text(f'{ADMIN_TOKEN},admin,admin-uid,"system:masters"\n')
+    state: dict = {
+        "bin_dir": str(bin_dir),
+        "etcd_port": _free_port(),
+        "etcd_peer_port": _free_port(),
+        "apiserver_port": _free_port(),
+        "pids": {},
+    }
+    state["pids"]["etcd"] = _start(
+        "etcd",
+        [
+            str(bin_dir / "etcd"),
+            "--name=lm",
+            f"--data-dir={state_dir / 'etcd'}",
+            f"--listen-client-urls=http://127.0.0.1:{state['etcd_port']}",
+            f"--advertise-client-urls=http://127.0.0.1:{state['etcd_port']}",
+            f"--listen-peer-urls=http://127.0.0.1:{state['etcd_peer_port']}",
+            f"--initial-advertise-peer-urls=http://127.0.0.1:{state['etcd_peer_port']}",
+            f"--initial-cluster=lm=http://127.0.0.1:{state['etcd_peer_port']}",
+            "--unsafe-no-fsync",
+            "--log-level=warn",
+        ],
+        state_dir,
+    )
+    (state_dir / "state.json").write_text(json.dumps(state))
+    state["pids"]["kube-apiserver"] = _start(
+        "kube-apiserver",
+        [
+            str(bin_dir / "kube-apiserver"),
+            f"--etcd-servers=http://127.0.0.1:{state['etcd_port']}",
+            "--bind-address=127.0.0.1",
+            "--advertise-address=127.0.0.1",
+            f"--secure-port={state['apiserver_port']}",
+            f"--cert-dir={state_dir / 'certs'}",
+            "--endpoint-reconciler-type=none",
+            f"--service-cluster-ip-range={SERVICE_CIDR}",
+            f"--token-auth-file={state_dir / 'tokens.csv'}",
+            "--authorization-mode=Node,RBAC",
+            "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
+            f"--service-account-key-file={state_dir / 'sa.pub'}",
+            f"--service-account-signing-key-file={state_dir / 'sa.key'}",
+            "--allow-privileged=true",
+            # The node-lifecycle controller is not run (it would evict pods from
+            # simulated nodes), so nothing would lift the not-ready taint this adds.
+            "--disable-admission-plugins=TaintNodesByCondition",
+            "--storage-media-type=application/vnd.kubernetes.protobuf",
+            "--watch-cache=true",
+            "--v=0",
+        ],
+        state_dir,
+    )
+    (state_dir / "state.json").write_text(json.dumps(state))
+    _wait(lambda: _readyz(state), 90, "kube-apiserver /readyz", _tail(state_dir / "kube-apiserver.log"))
+
+    kubeconfig = state_dir / "kubeconfig"
+    ca_file = state_dir / "certs" / "apiserver.crt"
+    # The self-signed serving bundle holds its own CA; trusting it keeps TLS verified.
+    _write_kubeconfig(kubeconfig, state["apiserver_port"], ADMIN_TOKEN, ca_file)
+    _write_kubeconfig(state_dir / "components.kubeconfig", state["apiserver_port"], ADMIN_TOKEN, ca_file)
+
+    state["pids"]["kube-controller-manager"] = _start(
+        "kube-controller-manager",
+        [
+            str(bin_dir / "kube-controller-manager"),
+            f"--kubeconfig={state_dir / 'components.kubeconfig'}",
+            f"--authentication-kubeconfig={state_dir / 'components.kubeconfig'}",
+            f"--authorization-kubeconfig={state_dir / 'components.kubeconfig'}",
+            "--authentication-skip-lookup=true",
+            f"--controllers={','.join(CONTROLLERS)}",
+            f"--service-account-private-key-file={state_dir / 'sa.key'}",
+            f"--root-ca-file={state_dir / 'certs' / 'apiserver.crt'}",
+            "--use-service-account-credentials=false",
+            "--leader-elect=false",
+            "--bind-address=127.0.0.1",
+            f"--secure-port={_free_port()}",
+            f"--cluster-cidr={POD_CIDR}",
+            "--concurrent-gc-syncs=5",
+            "--v=0",
+        ],
+        state_dir,
+    )
+    state["pids"]["kube-scheduler"] = _start(
+        "kube-scheduler",
+        [
+            str(bin_dir / "kube-scheduler"),
+            f"--kubeconfig={state_dir / 'components.kubeconfig'}",
+            f"--authentication-kubeconfig={state_dir / 'components.kubeconfig'}",
+            f"--authorization-kubeconfig={state_dir / 'components.kubeconfig'}",
+            "--authentication-skip-lookup=true",
+            "--leader-elect=false",
+            "--bind-address=127.0.0.1",
+            f"--secure-port={_free_port()}",
+            "--v=0",
+        ],
+        state_dir,
+    )
+    state["pids"]["kwok"] = _start(
+        "kwok",
+        [
+            str(bin_dir / "kwok"),
+            f"--kubeconfig={state_dir / 'components.kubeconfig'}",
+            "--manage-all-nodes=false",
+            "--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake",
+            f"--cidr={POD_CIDR}",
+            "--node-ip=127.0.0.2",
+            "--node-lease-duration-seconds=40",
+            f"--server-address=127.0.0.1:{_free_port()}",
+            "-c",
+            str(STAGES_FILE),
+        ],
+        state_dir,
+    )
+    (state_dir / "state.json").write_text(json.dumps(state))
+    install_crds(state, bin_dir, kubeconfig)
+    _wait(lambda: _components_alive(state, state_dir) and _default_sa_ready(state), 60, "the default ServiceAccount", _tail(state_dir / "kube-controller-manager.log"))
+    for name, pid in state["pids"].items():
+        if not _pid_alive(pid):
+            raise RuntimeError(f"{name} exited during start-up:\n{_tail(state_dir / f'{name}.log')}")
+    state["startup_seconds"] = round(time.monotonic() - started, 1)
+    (state_dir / "state.json").write_text(json.dumps(state))
+    if not quiet:
+        print(f"control plane up in {state['startup_seconds']} s; kubeconfig: {kubeconfig}")
+    return state
+
+
+def _components_alive(state: dict, state_dir: Path) -> bool:
+    for name, pid in state["pids"].items():
+        if not _pid_alive(pid):
+            raise RuntimeError(f"{name} exited during start-up:\n{_tail(state_dir / f'{name}.log')}")
+    return True
+
+
+def _default_sa_ready(state: dict) -> bool | str:
+    status, _ = _api(state, "GET", "/api/v1/namespaces/default/serviceaccounts/default")
+    return status == 200 or f"HTTP {status}"
+
+
+def down(state_dir: Path) -> None:
+    """Stop every component started from ``state_dir``; no process is left behind."""
+    state = _read_state(state_dir)
+    pids = state.get("pids") or {}
+    order = ["kwok", "kube-scheduler", "kube-controller-manager", "kube-apiserver", "etcd"]
+    for name in order:
+        pid = pids.get(name)
+        if pid and _pid_alive(pid):
+            try:
+                os.killpg(pid, signal.SIGTERM)
+            except ProcessLookupError:
+                pass
+    deadline = time.monotonic() + 15
+    for name in order:
+        pid = pids.get(name)
+        while pid and _pid_alive(pid) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        if pid and _pid_alive(pid):
+            try:
+                os.killpg(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+    for name in order:
+        pid = pids.get(name)
+        if pid:
+            try:
+                os.waitpid(pid, os.WNOHANG)
+            except ChildProcessError:
+                pass
+    if (state_dir / "state.json").exists():
+        (state_dir / "state.json").unlink()
+
+
+def peak_memory_kib(state_dir: Path) -> dict:
+    """Resident memory (VmHWM, the peak) of each running component, in KiB."""
+    result = {}
+    for name, pid in (_read_state(state_dir).get("pids") or {}).items():
+        try:
+            for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+                if line.startswith("VmHWM:"):
+                    result[name] = int(line.split()[1])
+        except OSError:
+            continue
+    return result
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("command", choices=["up", "down", "status", "collections", "build", "memory"])
+    parser.add_argument("--dir", default=str(REPO / ".cluster"), help="state directory (kubeconfig, logs, etcd data)")
+    args = parser.parse_args(argv)
+    state_dir = Path(args.dir).resolve()
+    if args.command == "up":
+        try:
+            up(state_dir)
+        except (RuntimeError, subprocess.CalledProcessError) as exc:
+            print(f"control plane failed to start: {exc}", file=sys.stderr)
+            if isinstance(exc, subprocess.CalledProcessError) and exc.stderr:
+                print(exc.stderr if isinstance(exc.stderr, str) else exc.stderr.decode(errors="replace"), file=sys.stderr)
+            down(state_dir)
+            return 1
+    elif args.command == "down":
+        down(state_dir)
+        print("control plane stopped")
+    elif args.command == "status":
+        running = is_running(state_dir)
+        print("running" if running else "stopped")
+        return 0 if running else 1
+    elif args.command == "collections":
+        print(collections_root())
+    elif args.command == "build":
+        print(build_tools())
+    elif args.command == "memory":
+        memory = peak_memory_kib(state_dir)
+        for name, kib in memory.items():
+            print(f"{name}: {kib / 1024:.0f} MiB")
+        print(f"total: {sum(memory.values()) / 1024:.0f} MiB")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

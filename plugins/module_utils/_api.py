@@ -1,0 +1,216 @@
+# Copyright: lifecycle.machine contributors
+# Apache License 2.0 (see LICENSE)
+"""Thin Kubernetes REST layer: one method per call, plain dicts in and out.
+
+The pure logic elsewhere in module_utils never imports the Kubernetes client;
+it receives the dicts this layer returns. Connection settings come from
+kubernetes.core's client factory so that kubeconfig, context, host, api_key,
+validate_certs and the ``K8S_AUTH_*`` environment variables (how AWX injects
+credentials) behave exactly as in kubernetes.core modules.
+
+A "not found" is a value (``None`` / ``False``), never an exception.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from typing import Any
+from urllib.parse import quote, urlencode
+
+MERGE_PATCH = "application/merge-patch+json"
+JSON_PATCH = "application/json-patch+json"
+STRATEGIC_PATCH = "application/strategic-merge-patch+json"
+
+
+class ApiError(Exception):
+    """An HTTP error answered by the API server."""
+
+    def __init__(self, status: int, reason: str, body: Any = None, method: str = "", path: str = ""):
+        self.status = status
+        self.reason = reason
+        self.body = body if isinstance(body, dict) else {}
+        self.method = method
+        self.path = path
+        super().__init__(self.message)
+
+    @property
+    def message(self) -> str:
+        """The server's own message when it sent a Status object, else the HTTP reason."""
+        return self.body.get("message") or self.reason or f"HTTP {self.status}"
+
+    @property
+    def causes(self) -> list[dict]:
+        return (self.body.get("details") or {}).get("causes") or []
+
+
+def _reason(status: int) -> str:
+    return {400: "Bad Request", 403: "Forbidden", 404: "Not Found", 409: "Conflict", 422: "Unprocessable Entity", 429: "Too Many Requests"}.get(status, "")
+
+
+def _q(part: str) -> str:
+    return quote(part, safe="")
+
+
+def resource_path(api_version: str, plural: str, namespace: str | None = None, name: str | None = None, subresource: str | None = None) -> str:
+    """Build the REST path of a resource or collection."""
+    base = "/api/v1" if api_version == "v1" else f"/apis/{api_version}"
+    path = base
+    if namespace:
+        path += f"/namespaces/{_q(namespace)}"
+    path += f"/{plural}"
+    if name:
+        path += f"/{_q(name)}"
+    if subresource:
+        path += f"/{subresource}"
+    return path
+
+
+class KubeApi:
+    """REST calls against one API server, counting the requests it sends."""
+
+    def __init__(self, api_client: Any):
+        self._api_client = api_client
+        self._lock = threading.Lock()
+        self.request_count = 0
+
+    # -- raw -------------------------------------------------------------
+    def request(self, method: str, path: str, query: dict | None = None, body: Any = None, content_type: str | None = None, timeout: float | None = None) -> Any:
+        from kubernetes.client.exceptions import ApiException  # pylint: disable=import-outside-toplevel
+
+        with self._lock:
+            self.request_count += 1
+        params = [(k, v) for k, v in (query or {}).items() if v is not None and v != ""]
+        headers = {"Accept": "application/json"}
+        if body is not None:
+            headers["Content-Type"] = content_type or "application/json"
+        try:
+            status, data = self._send(method, path, params, headers, body, timeout)
+        except ApiException as exc:
+            status, data = exc.status or 0, exc.body
+            if not data:
+                raise ApiError(status, exc.reason or "", None, method, path) from None
+        if not 200 <= status <= 299:
+            parsed: Any = None
+            try:
+                parsed = json.loads(data) if data else None
+            except (TypeError, ValueError):
+                parsed = None
+            raise ApiError(status, _reason(status), parsed, method, path)
+        if not data:
+            return None
+        return json.loads(data)
+
+    def _send(self, method: str, path: str, params: list, headers: dict, body: Any, timeout: float | None) -> tuple[int, bytes]:
+        """One HTTP exchange through the kubernetes client's transport (auth, TLS, proxy).
+
+        Supports both generations of the generated client: the current one
+        (``param_serialize``; kubernetes >= 35) and the older ``call_api``.
+        """
+        client = self._api_client
+        if hasattr(client, "param_serialize"):
+            request = client.param_serialize(method, path, query_params=params, header_params=headers, body=body, auth_settings=["BearerToken"])
+            response = client.call_api(*request, _request_timeout=timeout)
+            return response.status, response.read()
+        if params:
+            path = path + "?" + urlencode(params)
+        response = client.call_api(
+            path,
+            method,
+            header_params=headers,
+            body=body,
+            auth_settings=["BearerToken"],
+            _preload_content=False,
+            _return_http_data_only=False,
+            _request_timeout=timeout,
+        )
+        raw = response[0]
+        return raw.status, raw.data
+
+    # -- conveniences ----------------------------------------------------
+    def get(self, path: str, **query: Any) -> dict | None:
+        """GET an object; ``None`` when it does not exist."""
+        try:
+            return self.request("GET", path, query=query or None)
+        except ApiError as exc:
+            if exc.status == 404:
+                return None
+            raise
+
+    def list(self, path: str, label_selector: str | None = None, field_selector: str | None = None) -> list[dict]:
+        """LIST a collection (all pages); ``[]`` when the resource is not served."""
+        items: list[dict] = []
+        token = None
+        while True:
+            query = {"labelSelector": label_selector, "fieldSelector": field_selector, "limit": 500, "continue": token}
+            try:
+                result = self.request("GET", path, query=query)
+            except ApiError as exc:
+                if exc.status == 404:
+                    return []
+                raise
+            items.extend(result.get("items") or [])
+            token = (result.get("metadata") or {}).get("continue")
+            if not token:
+                return items
+
+    def create(self, path: str, body: dict, dry_run: bool = False) -> dict:
+        return self.request("POST", path, query={"dryRun": "All" if dry_run else None}, body=body)
+
+    def patch(self, path: str, body: Any, content_type: str = MERGE_PATCH, dry_run: bool = False, subresource_status: bool = False) -> dict:
+        if subresource_status:
+            path += "/status"
+        return self.request("PATCH", path, query={"dryRun": "All" if dry_run else None}, body=body, content_type=content_type)
+
+    def replace(self, path: str, body: dict, dry_run: bool = False) -> dict:
+        return self.request("PUT", path, query={"dryRun": "All" if dry_run else None}, body=body)
+
+    def delete(self, path: str, body: dict | None = None, dry_run: bool = False) -> bool:
+        """DELETE an object; ``False`` when it was already gone (404 is success)."""
+        try:
+            self.request("DELETE", path, query={"dryRun": "All" if dry_run else None}, body=body)
+        except ApiError as exc:
+            if exc.status == 404:
+                return False
+            raise
+        return True
+
+    def served_versions(self, group: str) -> list[str]:
+        """Versions of an API group the server serves, preferred first; ``[]`` if none."""
+        info = self.get(f"/apis/{group}")
+        if not info:
+            return []
+        preferred = (info.get("preferredVersion") or {}).get("version")
+        versions = [v.get("version") for v in info.get("versions") or [] if v.get("version")]
+        if preferred in versions:
+            versions.remove(preferred)
+            versions.insert(0, preferred)
+        return versions
+
+
+def api_from_module(module: Any) -> KubeApi:
+    """Build a KubeApi from a module's kubernetes.core auth options."""
+    from ansible_collections.kubernetes.core.plugins.module_utils.k8s.client import (  # pylint: disable=import-outside-toplevel
+        get_api_client,
+    )
+
+    k8s_client = get_api_client(module=module)
+    return api_from_configuration(k8s_client.configuration)
+
+
+def api_from_configuration(configuration: Any, pool_size: int = 16) -> KubeApi:
+    """Build a KubeApi from a kubernetes client Configuration."""
+    import kubernetes.client  # pylint: disable=import-outside-toplevel
+
+    configuration.connection_pool_maxsize = max(pool_size, getattr(configuration, "connection_pool_maxsize", 4) or 4)
+    return KubeApi(kubernetes.client.ApiClient(configuration))
+
+
+def api_from_kubeconfig(path: str, context: str | None = None) -> KubeApi:
+    """Build a KubeApi from a kubeconfig file (tests, benchmarks, scripts)."""
+    import kubernetes.client  # pylint: disable=import-outside-toplevel
+    import kubernetes.config  # pylint: disable=import-outside-toplevel
+
+    configuration = kubernetes.client.Configuration()
+    kubernetes.config.load_kube_config(config_file=path, context=context, client_configuration=configuration)
+    return api_from_configuration(configuration)

@@ -1,0 +1,161 @@
+"""Fixtures for integration tests against the real local control plane.
+
+The control plane (etcd, kube-apiserver, kube-controller-manager,
+kube-scheduler, kwok) is started once per test session by ``hack/cluster.py``,
+unless ``LIFECYCLE_MACHINE_KUBECONFIG`` points at one that is already running
+(``make cluster-up`` writes ``.cluster/kubeconfig``; ``make test`` reuses it).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+from typing import Any, Callable
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO / "hack"))
+
+import cluster as cluster_tool  # noqa: E402  pylint: disable=wrong-import-position
+
+COLLECTIONS_ROOT = cluster_tool.collections_root()
+sys.path.insert(0, str(COLLECTIONS_ROOT))
+
+from ansible_collections.lifecycle.machine.plugins.module_utils._api import KubeApi, api_from_kubeconfig  # noqa: E402
+from khelpers import fake_node, node_ready, wait_for  # noqa: E402
+
+
+@pytest.fixture(scope="session")
+def kubeconfig() -> str:
+    """Path of an admin kubeconfig for a running control plane."""
+    given = os.environ.get("LIFECYCLE_MACHINE_KUBECONFIG")
+    if given:
+        yield given
+        return
+    state_dir = REPO / ".cluster"
+    if cluster_tool.is_running(state_dir):
+        yield str(state_dir / "kubeconfig")
+        return
+    state_dir = REPO / ".tmp" / f"cluster-{os.getpid()}"
+    cluster_tool.up(state_dir, quiet=True)
+    try:
+        yield str(state_dir / "kubeconfig")
+    finally:
+        cluster_tool.down(state_dir)
+
+
+@pytest.fixture(scope="session")
+def kube(kubeconfig: str) -> KubeApi:
+    """An admin KubeApi (the collection's own thin REST layer)."""
+    return api_from_kubeconfig(kubeconfig)
+
+
+@pytest.fixture
+def namespace(kube: KubeApi) -> str:
+    """A fresh namespace, deleted after the test (without waiting)."""
+    name = f"t-{uuid.uuid4().hex[:8]}"
+    kube.create("/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
+    yield name
+    kube.delete(f"/api/v1/namespaces/{name}")
+
+
+@pytest.fixture
+def make_node(kube: KubeApi) -> Callable[..., str]:
+    """Create kwok-managed Nodes, wait until Ready, delete them after the test."""
+    created: list[str] = []
+
+    def _make(name: str | None = None, labels: dict | None = None, wait_ready: bool = True) -> str:
+        node_name = name or f"kwok-{uuid.uuid4().hex[:8]}"
+        kube.create("/api/v1/nodes", fake_node(node_name, labels))
+        created.append(node_name)
+        if wait_ready:
+            wait_for(lambda: node_ready(kube.get(f"/api/v1/nodes/{node_name}")), timeout=60, what=f"Node {node_name} Ready")
+        return node_name
+
+    yield _make
+    for node_name in created:
+        kube.delete(f"/api/v1/nodes/{node_name}")
+
+
+def ansible_env(kubeconfig: str) -> dict:
+    env = dict(os.environ)
+    env.update(
+        {
+            "ANSIBLE_COLLECTIONS_PATH": str(COLLECTIONS_ROOT),
+            "K8S_AUTH_KUBECONFIG": kubeconfig,
+            "ANSIBLE_LOCALHOST_WARNING": "false",
+            "ANSIBLE_INVENTORY_UNPARSED_WARNING": "false",
+            "ANSIBLE_NOCOLOR": "1",
+            "ANSIBLE_FORCE_COLOR": "0",
+            "ANSIBLE_RETRY_FILES_ENABLED": "false",
+        }
+    )
+    return env
+
+
+@pytest.fixture(scope="session")
+def run_module(kubeconfig: str) -> Callable[..., dict]:
+    """Run one of the collection's modules through ansible, as a playbook task would.
+
+    ``run_module("machine_hook", {...}, check=False, diff=False)`` returns the
+    module's result dict (``failed``/``msg`` on failure). Auth comes from
+    ``K8S_AUTH_KUBECONFIG``, exactly as AWX credentials inject it.
+    """
+
+    def _run(module: str, params: dict, check: bool = False, diff: bool = False, timeout: float = 600) -> dict:
+        args = json.dumps(params)
+        command = [
+            str(Path(sys.executable).parent / "ansible"),
+            "localhost",
+            "-c",
+            "local",
+            "-i",
+            "localhost,",
+            "-m",
+            f"lifecycle.machine.{module}",
+            "-a",
+            args,
+            "-o",
+        ]
+        if check:
+            command.append("--check")
+        if diff:
+            command.append("--diff")
+        env = ansible_env(kubeconfig)
+        env["ANSIBLE_LOAD_CALLBACK_PLUGINS"] = "1"
+        env["ANSIBLE_STDOUT_CALLBACK"] = "ansible.posix.json"
+        env["ANSIBLE_CALLBACKS_ENABLED"] = ""
+        env["ANSIBLE_PYTHON_INTERPRETER"] = sys.executable
+        proc = subprocess.run(command, capture_output=True, text=True, env=env, timeout=timeout, check=False)
+        try:
+            report = json.loads(proc.stdout)
+            return report["plays"][0]["tasks"][0]["hosts"]["localhost"]
+        except (ValueError, KeyError, IndexError):
+            raise AssertionError(f"could not run {module}: rc={proc.returncode}\nstdout:\n{proc.stdout}\nstderr:\n{proc.stderr}") from None
+
+    return _run
+
+
+@pytest.fixture(scope="session")
+def run_playbook(kubeconfig: str) -> Callable[..., subprocess.CompletedProcess]:
+    """Run ``ansible-playbook`` on a playbook file with extra vars; returns the process."""
+
+    def _run(playbook: str | Path, extra_vars: dict | None = None, check: bool = False, timeout: float = 900, env_extra: dict | None = None) -> subprocess.CompletedProcess:
+        command = [str(Path(sys.executable).parent / "ansible-playbook"), "-i", "localhost,", "-c", "local", str(playbook)]
+        if extra_vars:
+            command += ["-e", json.dumps(extra_vars)]
+        if check:
+            command.append("--check")
+        env = ansible_env(kubeconfig)
+        env["ANSIBLE_PYTHON_INTERPRETER"] = sys.executable
+        env.update(env_extra or {})
+        return subprocess.run(command, capture_output=True, text=True, env=env, timeout=timeout, check=False)
+
+    return _run
+
+
