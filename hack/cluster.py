@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """Start and stop the local Kubernetes control plane used by tests and the demo.
 
 Real upstream components, built from the Go module proxy by hack/build-tools.sh:
@@ -18,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import base64
+import contextlib
 import json
 import os
 import shutil
@@ -31,10 +31,15 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
+try:
+    import yaml
+except ImportError:  # the stdlib-only path: CRD names are then not awaited
+    yaml = None
+
 REPO = Path(__file__).resolve().parents[1]
 HACK = REPO / "hack"
 CRD_DIR = HACK / "crds"
-STAGES_FILE = HACK / "kwok-stages.yaml"
+STAGES_DIR = HACK / "kwok"
 ADMIN_TOKEN = "lifecycle-machine-admin-token"  # local, loopback-only test cluster
 SERVICE_CIDR = "10.96.0.0/16"
 POD_CIDR = "10.244.0.0/16"
@@ -202,9 +207,7 @@ def _start(name: str, argv: list[str], state_dir: Path) -> int:
 
 def _load_yaml_documents(path: Path) -> list[dict]:
     """CRDs are kept as JSON-compatible YAML; use PyYAML when present, else kubectl."""
-    try:
-        import yaml  # pylint: disable=import-outside-toplevel
-    except ImportError:
+    if yaml is None:
         return []
     with path.open(encoding="utf-8") as handle:
         return [doc for doc in yaml.safe_load_all(handle) if doc]
@@ -215,7 +218,15 @@ def install_crds(state: dict, bin_dir: Path, kubeconfig: Path) -> None:
     if not files:
         return
     subprocess.run(
-        [str(bin_dir / "kubectl"), "--kubeconfig", str(kubeconfig), "apply", "--server-side", "--force-conflicts", *[arg for f in files for arg in ("-f", str(f))]],
+        [
+            str(bin_dir / "kubectl"),
+            "--kubeconfig",
+            str(kubeconfig),
+            "apply",
+            "--server-side",
+            "--force-conflicts",
+            *[arg for f in files for arg in ("-f", str(f))],
+        ],
         check=True,
         capture_output=True,
     )
@@ -359,14 +370,18 @@ def up(state_dir: Path, quiet: bool = False) -> dict:
             "--node-ip=127.0.0.2",
             "--node-lease-duration-seconds=40",
             f"--server-address=127.0.0.1:{_free_port()}",
-            "-c",
-            str(STAGES_FILE),
+            *[arg for stage in sorted(STAGES_DIR.glob("*.yaml")) for arg in ("-c", str(stage))],
         ],
         state_dir,
     )
     (state_dir / "state.json").write_text(json.dumps(state))
     install_crds(state, bin_dir, kubeconfig)
-    _wait(lambda: _components_alive(state, state_dir) and _default_sa_ready(state), 60, "the default ServiceAccount", _tail(state_dir / "kube-controller-manager.log"))
+    _wait(
+        lambda: _components_alive(state, state_dir) and _default_sa_ready(state),
+        60,
+        "the default ServiceAccount",
+        _tail(state_dir / "kube-controller-manager.log"),
+    )
     for name, pid in state["pids"].items():
         if not _pid_alive(pid):
             raise RuntimeError(f"{name} exited during start-up:\n{_tail(state_dir / f'{name}.log')}")
@@ -385,7 +400,7 @@ def _components_alive(state: dict, state_dir: Path) -> bool:
 
 
 def _default_sa_ready(state: dict) -> bool | str:
-    status, _ = _api(state, "GET", "/api/v1/namespaces/default/serviceaccounts/default")
+    status = _api(state, "GET", "/api/v1/namespaces/default/serviceaccounts/default")[0]
     return status == 200 or f"HTTP {status}"
 
 
@@ -397,27 +412,21 @@ def down(state_dir: Path) -> None:
     for name in order:
         pid = pids.get(name)
         if pid and _pid_alive(pid):
-            try:
+            with contextlib.suppress(ProcessLookupError):
                 os.killpg(pid, signal.SIGTERM)
-            except ProcessLookupError:
-                pass
     deadline = time.monotonic() + 15
     for name in order:
         pid = pids.get(name)
         while pid and _pid_alive(pid) and time.monotonic() < deadline:
             time.sleep(0.1)
         if pid and _pid_alive(pid):
-            try:
+            with contextlib.suppress(ProcessLookupError):
                 os.killpg(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
     for name in order:
         pid = pids.get(name)
         if pid:
-            try:
+            with contextlib.suppress(ChildProcessError):
                 os.waitpid(pid, os.WNOHANG)
-            except ChildProcessError:
-                pass
     if (state_dir / "state.json").exists():
         (state_dir / "state.json").unlink()
 

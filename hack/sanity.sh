@@ -15,4 +15,9 @@ git ls-files -co --exclude-standard -z | tar --null -T - -cf - | tar -xf - -C "$
 cd "$dest"
 git init -q . && git add -A >/dev/null
 export PATH="$repo_root/.venv/bin:$PATH"
+# ansible-test bootstraps pip in its sanity venvs with a script it downloads
+# from a host outside the package registries; provide an equivalent.
+pip_version="$(python -c 'import re, ansible_test._internal.python_requirements as r, inspect; print(re.search(r"pip=.([0-9.]+).", inspect.getsource(r.get_venv_packages)).group(1))')"
+mkdir -p "$HOME/.ansible/test/cache"
+cp "$repo_root/hack/get_pip_offline.py" "$HOME/.ansible/test/cache/get_pip_${pip_version//./_}.py"
 ansible-test sanity --python 3.11 --color no "$@"

@@ -18,6 +18,25 @@ import threading
 from typing import Any
 from urllib.parse import quote, urlencode
 
+try:
+    import kubernetes.client
+    import kubernetes.config
+    from kubernetes.client.exceptions import ApiException
+except ImportError:  # reported by the module through missing_required_lib
+
+    class ApiException(Exception):  # type: ignore[no-redef]
+        """Stand-in so this module imports without the kubernetes client."""
+
+        status = 0
+        reason = ""
+        body = None
+
+
+try:
+    from ansible_collections.kubernetes.core.plugins.module_utils.k8s.client import get_api_client
+except ImportError:  # reported by the module at run time
+    get_api_client = None
+
 MERGE_PATCH = "application/merge-patch+json"
 JSON_PATCH = "application/json-patch+json"
 STRATEGIC_PATCH = "application/strategic-merge-patch+json"
@@ -75,9 +94,9 @@ class KubeApi:
         self.request_count = 0
 
     # -- raw -------------------------------------------------------------
-    def request(self, method: str, path: str, query: dict | None = None, body: Any = None, content_type: str | None = None, timeout: float | None = None) -> Any:
-        from kubernetes.client.exceptions import ApiException  # pylint: disable=import-outside-toplevel
-
+    def request(
+        self, method: str, path: str, *, query: dict | None = None, body: Any = None, content_type: str | None = None, timeout: float | None = None
+    ) -> Any:
         with self._lock:
             self.request_count += 1
         params = [(k, v) for k, v in (query or {}).items() if v is not None and v != ""]
@@ -85,7 +104,7 @@ class KubeApi:
         if body is not None:
             headers["Content-Type"] = content_type or "application/json"
         try:
-            status, data = self._send(method, path, params, headers, body, timeout)
+            status, data = self._send(method, path, params, headers, body=body, timeout=timeout)
         except ApiException as exc:
             status, data = exc.status or 0, exc.body
             if not data:
@@ -101,7 +120,7 @@ class KubeApi:
             return None
         return json.loads(data)
 
-    def _send(self, method: str, path: str, params: list, headers: dict, body: Any, timeout: float | None) -> tuple[int, bytes]:
+    def _send(self, method: str, path: str, params: list, headers: dict, *, body: Any, timeout: float | None) -> tuple[int, bytes]:
         """One HTTP exchange through the kubernetes client's transport (auth, TLS, proxy).
 
         Supports both generations of the generated client: the current one
@@ -190,27 +209,18 @@ class KubeApi:
 
 def api_from_module(module: Any) -> KubeApi:
     """Build a KubeApi from a module's kubernetes.core auth options."""
-    from ansible_collections.kubernetes.core.plugins.module_utils.k8s.client import (  # pylint: disable=import-outside-toplevel
-        get_api_client,
-    )
-
     k8s_client = get_api_client(module=module)
     return api_from_configuration(k8s_client.configuration)
 
 
 def api_from_configuration(configuration: Any, pool_size: int = 16) -> KubeApi:
     """Build a KubeApi from a kubernetes client Configuration."""
-    import kubernetes.client  # pylint: disable=import-outside-toplevel
-
     configuration.connection_pool_maxsize = max(pool_size, getattr(configuration, "connection_pool_maxsize", 4) or 4)
     return KubeApi(kubernetes.client.ApiClient(configuration))
 
 
 def api_from_kubeconfig(path: str, context: str | None = None) -> KubeApi:
     """Build a KubeApi from a kubeconfig file (tests, benchmarks, scripts)."""
-    import kubernetes.client  # pylint: disable=import-outside-toplevel
-    import kubernetes.config  # pylint: disable=import-outside-toplevel
-
     configuration = kubernetes.client.Configuration()
     kubernetes.config.load_kube_config(config_file=path, context=context, client_configuration=configuration)
     return api_from_configuration(configuration)

@@ -8,7 +8,12 @@ from __future__ import annotations
 import copy
 import datetime as _dt
 import traceback
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
+
+from ansible.module_utils.basic import missing_required_lib
+
+from ansible_collections.lifecycle.machine.plugins.module_utils._api import ApiError, api_from_module
 
 try:
     from ansible_collections.kubernetes.core.plugins.module_utils.args_common import AUTH_ARG_SPEC
@@ -61,11 +66,7 @@ def run(module: Any, body: Callable[[Any], dict]) -> None:
     ``body`` returns the module result (must include ``changed``). Domain errors
     (MachineError) and API errors become one clear fail_json message.
     """
-    from ansible_collections.lifecycle.machine.plugins.module_utils._api import ApiError, api_from_module  # pylint: disable=import-outside-toplevel
-
     if not HAS_KUBERNETES:
-        from ansible.module_utils.basic import missing_required_lib  # pylint: disable=import-outside-toplevel
-
         module.fail_json(msg=missing_required_lib("kubernetes"), exception=KUBERNETES_IMPORT_ERROR)
     if not HAS_K8S_CORE:
         module.fail_json(msg="The kubernetes.core collection is required by lifecycle.machine", exception=K8S_CORE_IMPORT_ERROR)
@@ -85,11 +86,11 @@ def run(module: Any, body: Callable[[Any], dict]) -> None:
 
 
 def now() -> _dt.datetime:
-    return _dt.datetime.now(_dt.timezone.utc).replace(microsecond=0)
+    return _dt.datetime.now(_dt.UTC).replace(microsecond=0)
 
 
 def rfc3339(value: _dt.datetime) -> str:
-    return value.astimezone(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return value.astimezone(_dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def parse_time(value: str | None) -> _dt.datetime | None:
@@ -98,11 +99,11 @@ def parse_time(value: str | None) -> _dt.datetime | None:
         return None
     text = value.replace("Z", "+00:00")
     if "." in text:
-        head, _, tail = text.partition(".")
+        head, _dot, tail = text.partition(".")
         zone = ""
         for sign in ("+", "-"):
             if sign in tail:
-                frac, _, rest = tail.partition(sign)
+                frac, _sign, rest = tail.partition(sign)
                 zone = sign + rest
                 break
         else:
@@ -110,7 +111,7 @@ def parse_time(value: str | None) -> _dt.datetime | None:
         text = f"{head}.{frac[:6].ljust(6, '0')}{zone}"
     parsed = _dt.datetime.fromisoformat(text)
     if parsed.tzinfo is None:
-        parsed = parsed.replace(tzinfo=_dt.timezone.utc)
+        parsed = parsed.replace(tzinfo=_dt.UTC)
     return parsed
 
 

@@ -13,21 +13,22 @@ import os
 import subprocess
 import sys
 import uuid
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
 
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "hack"))
 
-import cluster as cluster_tool  # noqa: E402  pylint: disable=wrong-import-position
+import cluster as cluster_tool
 
 COLLECTIONS_ROOT = cluster_tool.collections_root()
 sys.path.insert(0, str(COLLECTIONS_ROOT))
 
-from ansible_collections.lifecycle.machine.plugins.module_utils._api import KubeApi, api_from_kubeconfig  # noqa: E402
-from khelpers import fake_node, node_ready, wait_for  # noqa: E402
+from khelpers import fake_node, node_ready, wait_for
+
+from ansible_collections.lifecycle.machine.plugins.module_utils._api import KubeApi, api_from_kubeconfig
 
 
 @pytest.fixture(scope="session")
@@ -145,7 +146,9 @@ def run_module(kubeconfig: str) -> Callable[..., dict]:
 def run_playbook(kubeconfig: str) -> Callable[..., subprocess.CompletedProcess]:
     """Run ``ansible-playbook`` on a playbook file with extra vars; returns the process."""
 
-    def _run(playbook: str | Path, extra_vars: dict | None = None, check: bool = False, timeout: float = 900, env_extra: dict | None = None) -> subprocess.CompletedProcess:
+    def _run(
+        playbook: str | Path, extra_vars: dict | None = None, check: bool = False, timeout: float = 900, env_extra: dict | None = None
+    ) -> subprocess.CompletedProcess:
         command = [str(Path(sys.executable).parent / "ansible-playbook"), "-i", "localhost,", "-c", "local", str(playbook)]
         if extra_vars:
             command += ["-e", json.dumps(extra_vars)]
@@ -157,5 +160,3 @@ def run_playbook(kubeconfig: str) -> Callable[..., subprocess.CompletedProcess]:
         return subprocess.run(command, capture_output=True, text=True, env=env, timeout=timeout, check=False)
 
     return _run
-
-

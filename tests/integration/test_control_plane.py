@@ -16,7 +16,7 @@ from ansible_collections.lifecycle.machine.plugins.module_utils._api import ApiE
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "hack"))
-import cluster as cluster_tool  # noqa: E402
+import cluster as cluster_tool
 
 
 def _pods(kube: KubeApi, namespace: str, app: str) -> list[dict]:
@@ -66,7 +66,7 @@ def test_rbac_is_enforced(kube: KubeApi, namespace: str) -> None:
 def test_eviction_pdb_grace_period_and_rescheduling(kube: KubeApi, namespace: str, make_node) -> None:
     grace = 4
     pool = f"pool-{namespace}"
-    nodes = [make_node(labels={"lm-pool": pool}) for _ in range(3)]
+    nodes = [make_node(labels={"lm-pool": pool}) for _index in range(3)]
     kube.create(
         f"/apis/apps/v1/namespaces/{namespace}/deployments",
         {
@@ -89,7 +89,12 @@ def test_eviction_pdb_grace_period_and_rescheduling(kube: KubeApi, namespace: st
     )
     kube.create(
         f"/apis/policy/v1/namespaces/{namespace}/poddisruptionbudgets",
-        {"apiVersion": "policy/v1", "kind": "PodDisruptionBudget", "metadata": {"name": "web"}, "spec": {"minAvailable": 2, "selector": {"matchLabels": {"app": "web"}}}},
+        {
+            "apiVersion": "policy/v1",
+            "kind": "PodDisruptionBudget",
+            "metadata": {"name": "web"},
+            "spec": {"minAvailable": 2, "selector": {"matchLabels": {"app": "web"}}},
+        },
     )
     wait_for(lambda: len([p for p in _pods(kube, namespace, "web") if _ready(p)]) == 3, timeout=60, what="3 Ready pods")
     for pod in _pods(kube, namespace, "web"):

@@ -8,6 +8,6 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "hack"))
 
-import cluster as cluster_tool  # noqa: E402  pylint: disable=wrong-import-position
+import cluster as cluster_tool
 
 sys.path.insert(0, str(cluster_tool.collections_root()))
