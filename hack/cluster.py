@@ -143,9 +143,10 @@ def _readyz(state: dict) -> bool | str:
 
 
 def _api(state: dict, method: str, path: str, body: dict | None = None, content_type: str = "application/json") -> tuple[int, dict]:
-    url = f"https://127.0.0.1:{state['apiserver_port']}{path}"
+    url = f"{state.get('server') or 'https://127.0.0.1:' + str(state['apiserver_port'])}{path}"
     data = json.dumps(body).encode() if body is not None else None
-    request = urllib.request.Request(url, data=data, method=method, headers={"Authorization": f"Bearer {ADMIN_TOKEN}", "Content-Type": content_type})
+    token = state.get("token") or ADMIN_TOKEN
+    request = urllib.request.Request(url, data=data, method=method, headers={"Authorization": f"Bearer {token}", "Content-Type": content_type})
     try:
         with urllib.request.urlopen(request, context=_ssl_context(), timeout=10) as response:
             return response.status, json.loads(response.read() or b"{}")
@@ -247,6 +248,56 @@ def install_crds(state: dict, bin_dir: Path, kubeconfig: Path) -> None:
         return True
 
     _wait(established, 60, "CRDs to be established")
+
+
+CAPI_GENERATIONS = ("v1beta1", "v1beta2")
+CAPI_CRDS = ("machines", "clusters", "machinedrainrules")
+
+
+def state_from_kubeconfig(kubeconfig: Path) -> dict:
+    """Server and token of a kubeconfig written by this script (JSON)."""
+    config = json.loads(Path(kubeconfig).read_text())
+    return {"server": config["clusters"][0]["cluster"]["server"], "token": config["users"][0]["user"]["token"]}
+
+
+def set_capi_generation(state: dict, generation: str, timeout: float = 60) -> None:
+    """Serve Cluster API as a v1beta1-only cluster (Cluster API 1.9/1.10) or as
+    one that serves v1beta1 and v1beta2 (1.11+), and wait until discovery and
+    the REST handlers agree. Objects keep the shape they were written in: there
+    is no conversion webhook here, so a test uses one generation per object."""
+    if generation not in CAPI_GENERATIONS:
+        raise ValueError(f"unknown Cluster API generation {generation!r}; expected one of {CAPI_GENERATIONS}")
+    for plural in CAPI_CRDS:
+        path = f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{plural}.cluster.x-k8s.io"
+        status, crd = _api(state, "GET", path)
+        if status != 200:
+            raise RuntimeError(f"CRD {plural}.cluster.x-k8s.io: HTTP {status}")
+        changed = False
+        for version in crd["spec"]["versions"]:
+            served = version["name"] == "v1beta1" or generation == "v1beta2"
+            storage = version["name"] == generation
+            if version.get("served") != served or version.get("storage") != storage:
+                version["served"], version["storage"] = served, storage
+                changed = True
+        if changed:
+            status, body = _api(state, "PUT", path, crd)
+            if status != 200:
+                raise RuntimeError(f"could not update CRD {plural}.cluster.x-k8s.io: HTTP {status} {body.get('message')}")
+    expected_v1beta2 = 200 if generation == "v1beta2" else 404
+
+    def settled() -> bool | str:
+        status, group = _api(state, "GET", "/apis/cluster.x-k8s.io")
+        versions = sorted(v["version"] for v in group.get("versions") or []) if status == 200 else []
+        want = ["v1beta1", "v1beta2"] if generation == "v1beta2" else ["v1beta1"]
+        if versions != want:
+            return f"discovery serves {versions}"
+        for plural in CAPI_CRDS:
+            status = _api(state, "GET", f"/apis/cluster.x-k8s.io/v1beta2/{plural}?limit=1")[0]
+            if status != expected_v1beta2:
+                return f"v1beta2 {plural}: HTTP {status}"
+        return True
+
+    _wait(settled, timeout, f"Cluster API {generation} to be served")
 
 
 def up(state_dir: Path, quiet: bool = False) -> dict:
@@ -446,7 +497,8 @@ def peak_memory_kib(state_dir: Path) -> dict:
 
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("command", choices=["up", "down", "status", "collections", "build", "memory"])
+    parser.add_argument("command", choices=["up", "down", "status", "collections", "build", "memory", "capi-generation"])
+    parser.add_argument("generation", nargs="?", choices=CAPI_GENERATIONS, help="for capi-generation: v1beta1 (only) or v1beta2 (and v1beta1)")
     parser.add_argument("--dir", default=str(REPO / ".cluster"), help="state directory (kubeconfig, logs, etcd data)")
     args = parser.parse_args(argv)
     state_dir = Path(args.dir).resolve()
@@ -470,6 +522,11 @@ def main(argv: list[str]) -> int:
         print(collections_root())
     elif args.command == "build":
         print(build_tools())
+    elif args.command == "capi-generation":
+        if not args.generation:
+            parser.error("capi-generation needs v1beta1 or v1beta2")
+        set_capi_generation(_read_state(state_dir), args.generation)
+        print(f"Cluster API served as {args.generation}")
     elif args.command == "memory":
         memory = peak_memory_kib(state_dir)
         for name, kib in memory.items():
