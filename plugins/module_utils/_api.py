@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import threading
+from collections.abc import Iterator
 from typing import Any
 from urllib.parse import quote, urlencode
 
@@ -120,8 +121,9 @@ class KubeApi:
             return None
         return json.loads(data)
 
-    def _send(self, method: str, path: str, params: list, headers: dict, *, body: Any, timeout: float | None) -> tuple[int, bytes]:
-        """One HTTP exchange through the kubernetes client's transport (auth, TLS, proxy).
+    def _open(self, method: str, path: str, params: list, headers: dict, *, body: Any, timeout: float | None) -> Any:
+        """Start one HTTP exchange through the kubernetes client's transport (auth,
+        TLS, proxy); returns the urllib3 response, its body not yet read.
 
         Supports both generations of the generated client: the current one
         (``param_serialize``; kubernetes >= 35) and the older ``call_api``.
@@ -129,8 +131,7 @@ class KubeApi:
         client = self._api_client
         if hasattr(client, "param_serialize"):
             request = client.param_serialize(method, path, query_params=params, header_params=headers, body=body, auth_settings=["BearerToken"])
-            response = client.call_api(*request, _request_timeout=timeout)
-            return response.status, response.read()
+            return client.call_api(*request, _request_timeout=timeout).response
         if params:
             path = path + "?" + urlencode(params)
         response = client.call_api(
@@ -143,8 +144,35 @@ class KubeApi:
             _return_http_data_only=False,
             _request_timeout=timeout,
         )
-        raw = response[0]
-        return raw.status, raw.data
+        return response[0]
+
+    def _send(self, method: str, path: str, params: list, headers: dict, *, body: Any, timeout: float | None) -> tuple[int, bytes]:
+        response = self._open(method, path, params, headers, body=body, timeout=timeout)
+        return response.status, response.data
+
+    def watch(self, path: str, *, resource_version: str | None = None, field_selector: str | None = None, timeout: int = 60) -> Iterator[dict]:
+        """Stream watch events (``{"type": ..., "object": ...}``) of a collection
+        until the server ends the watch after ``timeout`` seconds."""
+        with self._lock:
+            self.request_count += 1
+        query = {"watch": "true", "resourceVersion": resource_version, "fieldSelector": field_selector, "timeoutSeconds": timeout}
+        params = [(k, v) for k, v in query.items() if v is not None and v != ""]
+        try:
+            response = self._open("GET", path, params, {"Accept": "application/json"}, body=None, timeout=timeout + 10)
+        except ApiException as exc:
+            raise ApiError(exc.status or 0, exc.reason or "", None, "GET", path) from None
+        try:
+            if not 200 <= response.status <= 299:
+                raise ApiError(response.status, _reason(response.status), None, "GET", path)
+            buffer = b""
+            for chunk in response.stream(4096, decode_content=True):
+                buffer += chunk
+                while b"\n" in buffer:
+                    line, buffer = buffer.split(b"\n", 1)
+                    if line.strip():
+                        yield json.loads(line)
+        finally:
+            response.release_conn()
 
     # -- conveniences ----------------------------------------------------
     def get(self, path: str, **query: Any) -> dict | None:

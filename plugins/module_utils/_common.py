@@ -11,17 +11,19 @@ import traceback
 from collections.abc import Callable
 from typing import Any
 
-from ansible.module_utils.basic import missing_required_lib
+from ansible.module_utils.basic import AnsibleModule, missing_required_lib
 
 from ansible_collections.lifecycle.machine.plugins.module_utils._api import ApiError, api_from_module
 
 try:
     from ansible_collections.kubernetes.core.plugins.module_utils.args_common import AUTH_ARG_SPEC
+    from ansible_collections.kubernetes.core.plugins.module_utils.k8s.core import AnsibleK8SModule
 
     HAS_K8S_CORE = True
     K8S_CORE_IMPORT_ERROR = None
 except ImportError:  # pragma: no cover - reported by fail_json at run time
     AUTH_ARG_SPEC = {}
+    AnsibleK8SModule = None
     HAS_K8S_CORE = False
     K8S_CORE_IMPORT_ERROR = traceback.format_exc()
 
@@ -48,9 +50,30 @@ class MachineError(Exception):
         self.result = result
 
 
+def new_module(argument_spec: dict, **kwargs: Any) -> Any:
+    """The module object: kubernetes.core's AnsibleK8SModule (what its client
+    factory expects), with kubernetes.core's connection options added."""
+    spec = auth_argument_spec()
+    spec.update(argument_spec)
+    if not HAS_K8S_CORE:
+        module = AnsibleModule(argument_spec=spec, **kwargs)
+        module.fail_json(msg="The kubernetes.core collection is required by lifecycle.machine", exception=K8S_CORE_IMPORT_ERROR)
+    return AnsibleK8SModule(argument_spec=spec, check_pyyaml=False, **kwargs)
+
+
 def auth_argument_spec() -> dict:
     """kubernetes.core's connection options (kubeconfig, context, host, ...)."""
     return copy.deepcopy(AUTH_ARG_SPEC)
+
+
+def machine_argument_spec() -> dict:
+    """Options that choose Machines (doc fragment ``lifecycle.machine.machines``)."""
+    return {
+        "machine": {"type": "str"},
+        "label_selectors": {"type": "list", "elements": "str"},
+        "namespace": {"type": "str"},
+        "api_version": {"type": "str"},
+    }
 
 
 WAIT_ARGUMENT_SPEC = {

@@ -1,0 +1,217 @@
+# Copyright: lifecycle.machine contributors
+# Apache License 2.0 (see LICENSE)
+"""Conditions a Machine carries while it is deleted, with the exact upstream
+types, reasons and messages (SPEC §6), and the upstream rules for when a
+condition's lastTransitionTime moves. Pure: lists of dicts in, lists out.
+
+Two condition shapes exist:
+- "v1beta1 style" (OpenShift Machines, Cluster API v1beta1 conditions):
+  type/status/severity/reason/message/lastTransitionTime; the time moves
+  whenever status, severity, reason or message change; sorted Ready first,
+  then by type.
+- metav1.Condition (Cluster API v1beta2 conditions): the time moves only
+  when the status changes; observedGeneration is recorded.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+from dataclasses import dataclass, field
+from typing import Any
+
+from ansible_collections.lifecycle.machine.plugins.module_utils._common import rfc3339
+
+# Deletion stages, in workflow order (SPEC §2).
+STAGE_PRE_DRAIN = "WaitingForPreDrainHook"
+STAGE_DRAINING = "DrainingNode"
+STAGE_DRAIN_FAILED = "DrainingFailed"
+STAGE_DRAINED = "Drained"
+STAGE_DRAIN_SKIPPED = "DrainSkipped"
+STAGE_VOLUMES = "WaitingForVolumeDetach"
+STAGE_VOLUMES_DETACHED = "VolumesDetached"
+STAGE_PRE_TERMINATE = "WaitingForPreTerminateHook"
+STAGE_INFRASTRUCTURE = "WaitingForInfrastructureDeletion"
+STAGE_BOOTSTRAP = "WaitingForBootstrapDeletion"
+STAGE_DELETING_NODE = "DeletingNode"
+STAGE_COMPLETED = "DeletionCompleted"
+STAGES = (
+    STAGE_PRE_DRAIN,
+    STAGE_DRAINING,
+    STAGE_DRAIN_FAILED,
+    STAGE_DRAINED,
+    STAGE_DRAIN_SKIPPED,
+    STAGE_VOLUMES,
+    STAGE_VOLUMES_DETACHED,
+    STAGE_PRE_TERMINATE,
+    STAGE_INFRASTRUCTURE,
+    STAGE_BOOTSTRAP,
+    STAGE_DELETING_NODE,
+    STAGE_COMPLETED,
+)
+
+SEVERITY_INFO = "Info"
+SEVERITY_WARNING = "Warning"
+
+
+@dataclass
+class Stage:
+    """Where a deletion stands, and what the conditions need to say about it.
+
+    ``hooks`` are the blocking hooks of the stage's gate (objects with
+    ``name``, ``owner`` and, for Cluster API, ``key``); ``kind`` is the
+    infrastructure or bootstrap kind waited for.
+    """
+
+    name: str
+    message: str = ""
+    hooks: list[Any] = field(default_factory=list)
+    kind: str = ""
+
+
+def _condition(condition_type: str, status: str, reason: str = "", message: str = "", severity: str = "") -> dict:
+    result = {"type": condition_type, "status": status}
+    if severity:
+        result["severity"] = severity
+    if reason:
+        result["reason"] = reason
+    if message:
+        result["message"] = message
+    return result
+
+
+def _same_state(old: dict, new: dict) -> bool:
+    return all((old.get(key) or "") == (new.get(key) or "") for key in ("status", "severity", "reason", "message"))
+
+
+def _sort_key(condition: dict) -> tuple[int, str]:
+    return (0 if condition.get("type") == "Ready" else 1, condition.get("type") or "")
+
+
+def set_v1beta1_condition(conditions: list[dict], new: dict, now: _dt.datetime) -> list[dict]:
+    """Upsert ``new`` by type, v1beta1 style (OpenShift and Cluster API v1beta1)."""
+    result = []
+    found = False
+    for existing in conditions:
+        if existing.get("type") != new["type"]:
+            result.append(existing)
+            continue
+        found = True
+        if _same_state(existing, new):
+            result.append(existing)
+        else:
+            result.append({**new, "lastTransitionTime": rfc3339(now)})
+    if not found:
+        result.append({**new, "lastTransitionTime": rfc3339(now)})
+    return sorted(result, key=_sort_key)
+
+
+def set_metav1_condition(conditions: list[dict], new: dict, now: _dt.datetime, generation: int | None = None) -> list[dict]:
+    """Upsert ``new`` by type, metav1.Condition style (Cluster API v1beta2)."""
+    new = {"type": new["type"], "status": new["status"], "reason": new.get("reason") or "", "message": new.get("message") or ""}
+    if generation is not None:
+        new["observedGeneration"] = generation
+    result = []
+    found = False
+    for existing in conditions:
+        if existing.get("type") != new["type"]:
+            result.append(existing)
+            continue
+        found = True
+        unchanged = all(existing.get(key) == new.get(key) for key in new)
+        if unchanged:
+            result.append(existing)
+        elif existing.get("status") == new["status"] and existing.get("lastTransitionTime"):
+            result.append({**new, "lastTransitionTime": existing["lastTransitionTime"]})
+        else:
+            result.append({**new, "lastTransitionTime": rfc3339(now)})
+    if not found:
+        result.append({**new, "lastTransitionTime": rfc3339(now)})
+    return result
+
+
+def openshift_hook_list(hooks: list[Any]) -> str:
+    """Go's ``%+v`` of a []LifecycleHook, as the machine controller writes it."""
+    return "[" + " ".join(f"{{Name:{hook.name} Owner:{hook.owner}}}" for hook in hooks) + "]"
+
+
+def openshift_conditions(current: list[dict], hooks: dict[str, list[Any]], stage: Stage | None, now: _dt.datetime) -> list[dict]:
+    """Drainable and Terminable from the hooks (as the machine controller sets
+    them on every reconcile), and Drained from the stage."""
+    from_hooks = (
+        ("Drainable", "preDrain", "Drain operation currently blocked by: "),
+        ("Terminable", "preTerminate", "Terminate operation currently blocked by: "),
+    )
+    result = list(current)
+    for condition_type, point, prefix in from_hooks:
+        blocking = hooks.get(point) or []
+        if blocking:
+            new = _condition(condition_type, "False", "HookPresent", prefix + openshift_hook_list(blocking), SEVERITY_WARNING)
+        else:
+            new = _condition(condition_type, "True")
+        result = set_v1beta1_condition(result, new, now)
+    drained = None
+    if stage is not None:
+        if stage.name == STAGE_DRAINED:
+            drained = _condition("Drained", "True", message="Drain finished successfully")
+        elif stage.name == STAGE_DRAIN_SKIPPED:
+            drained = _condition("Drained", "True", message="Node drain skipped")
+        elif stage.name in (STAGE_DRAINING, STAGE_DRAIN_FAILED):
+            drained = _condition("Drained", "False", "DrainError", f"could not drain machine: {stage.message}", SEVERITY_WARNING)
+    if drained is not None:
+        result = set_v1beta1_condition(result, drained, now)
+    return result
+
+
+_PRE_DRAIN_OK = ("PreDrainDeleteHookSucceeded", "True", "", "", "")
+# Cluster API v1beta1 conditions each stage sets: (type, status, reason, default message, severity);
+# the stage's own message replaces the default, except where upstream writes none (None).
+_CAPI_V1BETA1 = {
+    STAGE_PRE_DRAIN: [("PreDrainDeleteHookSucceeded", "False", "WaitingExternalHook", None, SEVERITY_INFO)],
+    STAGE_DRAINING: [_PRE_DRAIN_OK, ("DrainingSucceeded", "False", "Draining", "Draining the node before deletion", SEVERITY_INFO)],
+    STAGE_DRAIN_FAILED: [_PRE_DRAIN_OK, ("DrainingSucceeded", "False", "DrainingFailed", "", SEVERITY_WARNING)],
+    STAGE_DRAINED: [_PRE_DRAIN_OK, ("DrainingSucceeded", "True", "", "", "")],
+    STAGE_DRAIN_SKIPPED: [_PRE_DRAIN_OK],
+    STAGE_VOLUMES: [_PRE_DRAIN_OK, ("VolumeDetachSucceeded", "False", "WaitingForVolumeDetach", "Waiting for node volumes to be detached", SEVERITY_INFO)],
+    STAGE_VOLUMES_DETACHED: [_PRE_DRAIN_OK, ("VolumeDetachSucceeded", "True", "", "", "")],
+    STAGE_PRE_TERMINATE: [("PreTerminateDeleteHookSucceeded", "False", "WaitingExternalHook", None, SEVERITY_INFO)],
+}
+_PRE_TERMINATE_OK = [("PreTerminateDeleteHookSucceeded", "True", "", "", "")]
+
+
+def capi_v1beta1_conditions(current: list[dict], stage: Stage | None, now: _dt.datetime) -> list[dict]:
+    result = list(current)
+    if stage is None:
+        return result
+    for condition_type, status, reason, default_message, severity in _CAPI_V1BETA1.get(stage.name, _PRE_TERMINATE_OK):
+        message = "" if default_message is None or not reason else stage.message or default_message
+        result = set_v1beta1_condition(result, _condition(condition_type, status, reason, message, severity), now)
+    return result
+
+
+def capi_deleting_message(stage: Stage) -> str:
+    """The message of the v1beta2 ``Deleting`` condition for a stage."""
+    keys = ",".join(sorted(hook.key or hook.name for hook in stage.hooks))
+    messages = {
+        STAGE_PRE_DRAIN: f"Waiting for pre-drain hooks to succeed (hooks: {keys})",
+        STAGE_PRE_TERMINATE: f"Waiting for pre-terminate hooks to succeed (hooks: {keys})",
+        STAGE_INFRASTRUCTURE: f"Waiting for {stage.kind} to be deleted",
+        STAGE_BOOTSTRAP: f"Waiting for {stage.kind} to be deleted",
+        STAGE_COMPLETED: "Deletion completed",
+    }
+    return messages.get(stage.name, stage.message)
+
+
+# Stages that end a step rather than wait in one: the next waiting stage says where the deletion is.
+_STEP_DONE = (STAGE_DRAINED, STAGE_DRAIN_SKIPPED, STAGE_VOLUMES_DETACHED)
+
+
+def capi_deleting_reason(stage: Stage) -> str:
+    return STAGE_DRAINING if stage.name == STAGE_DRAIN_FAILED else stage.name
+
+
+def capi_deleting_condition(current: list[dict], stage: Stage | None, now: _dt.datetime, machine_generation: int | None = None) -> list[dict]:
+    """The v1beta2 ``Deleting`` condition (True while deleting, reason per stage)."""
+    if stage is None or stage.name in _STEP_DONE:
+        return list(current)
+    new = {"type": "Deleting", "status": "True", "reason": capi_deleting_reason(stage), "message": capi_deleting_message(stage)}
+    return set_metav1_condition(current, new, now, machine_generation)

@@ -1,0 +1,248 @@
+# Copyright: lifecycle.machine contributors
+# Apache License 2.0 (see LICENSE)
+"""API calls about Machines and the objects around them: finding Machines of
+either flavour, patching them, their Cluster, referenced objects and Events.
+
+Functions take a ``KubeApi`` and plain values, never the module object.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import time
+from collections.abc import Callable
+from typing import Any
+
+from ansible_collections.lifecycle.machine.plugins.module_utils._api import ApiError, KubeApi, resource_path
+from ansible_collections.lifecycle.machine.plugins.module_utils._common import MachineError, now, rfc3339
+from ansible_collections.lifecycle.machine.plugins.module_utils._flavour import CAPI_GROUP, OPENSHIFT_GROUP, Flavour, ObjectRef, machine_label
+
+EVENT_SOURCE = "lifecycle.machine"
+CONFLICT_RETRIES = 10
+
+
+def capi_api_version(api: KubeApi) -> str | None:
+    """The Cluster API version to use: v1beta2 when served, else v1beta1; None when not served."""
+    versions = api.served_versions(CAPI_GROUP)
+    for version in ("v1beta2", "v1beta1"):
+        if version in versions:
+            return f"{CAPI_GROUP}/{version}"
+    return None
+
+
+def machine_api_versions(api: KubeApi, api_version: str | None = None) -> list[str]:
+    """apiVersions to look for Machines in: the one given, else every served flavour."""
+    if api_version:
+        return [api_version]
+    found = []
+    if "v1beta1" in api.served_versions(OPENSHIFT_GROUP):
+        found.append(f"{OPENSHIFT_GROUP}/v1beta1")
+    capi = capi_api_version(api)
+    if capi:
+        found.append(capi)
+    if not found:
+        raise MachineError(f"Neither {OPENSHIFT_GROUP} nor {CAPI_GROUP} Machines are served by this cluster")
+    return found
+
+
+def machine_path(machine_or_api_version: dict | str, namespace: str | None = None, name: str | None = None) -> str:
+    if isinstance(machine_or_api_version, dict):
+        meta = machine_or_api_version.get("metadata") or {}
+        return resource_path(machine_or_api_version["apiVersion"], "machines", meta.get("namespace"), meta.get("name"))
+    return resource_path(machine_or_api_version, "machines", namespace, name)
+
+
+def _with_api_version(machine: dict, api_version: str) -> dict:
+    # LIST items carry no apiVersion/kind; the flavour adapter needs them.
+    machine.setdefault("apiVersion", api_version)
+    machine.setdefault("kind", "Machine")
+    return machine
+
+
+def get_machine(api: KubeApi, namespace: str, name: str, api_version: str | None = None) -> dict | None:
+    """The Machine ``namespace/name`` of whichever flavour the cluster serves; None if absent.
+
+    A name that exists in both flavours is ambiguous and needs ``api_version``.
+    """
+    found = []
+    for version in machine_api_versions(api, api_version):
+        machine = api.get(machine_path(version, namespace, name))
+        if machine is not None:
+            found.append(_with_api_version(machine, version))
+    if len(found) > 1:
+        raise MachineError(f"Machine {namespace}/{name} exists as both {found[0]['apiVersion']} and {found[1]['apiVersion']}; set api_version to choose one")
+    return found[0] if found else None
+
+
+def list_machines(api: KubeApi, namespace: str | None, label_selector: str | None, api_version: str | None = None) -> list[dict]:
+    machines = []
+    for version in machine_api_versions(api, api_version):
+        machines.extend(_with_api_version(m, version) for m in api.list(machine_path(version, namespace), label_selector=label_selector))
+    return sorted(machines, key=lambda m: (m["metadata"].get("namespace") or "", m["metadata"]["name"], m["apiVersion"]))
+
+
+def select_machines(
+    api: KubeApi, *, namespace: str | None, name: str | None = None, label_selectors: list[str] | None = None, api_version: str | None = None
+) -> list[dict]:
+    """Machines chosen by name or by label selectors (ANDed, as kubernetes.core does)."""
+    if name:
+        if not namespace:
+            raise MachineError(f"namespace is required to find Machine {name}")
+        machine = get_machine(api, namespace, name, api_version)
+        if machine is None:
+            raise MachineError(f"Machine {namespace}/{name} not found")
+        return [machine]
+    selector = ",".join(label_selectors or []) or None
+    return list_machines(api, namespace, selector, api_version)
+
+
+def refresh(api: KubeApi, machine: dict) -> dict | None:
+    """The Machine as it is now; None when it is gone."""
+    current = api.get(machine_path(machine))
+    return _with_api_version(current, machine["apiVersion"]) if current is not None else None
+
+
+def patch_machine(api: KubeApi, machine: dict, patch: dict, *, status: bool = False, dry_run: bool = False) -> dict:
+    result = api.patch(machine_path(machine), patch, dry_run=dry_run, subresource_status=status)
+    return _with_api_version(result, machine["apiVersion"])
+
+
+def update_with_retry(
+    api: KubeApi, machine: dict, build: Callable[[dict], dict | None], *, status: bool = False, dry_run: bool = False
+) -> tuple[dict, dict | None]:
+    """Apply ``build(current) -> patch`` with optimistic concurrency.
+
+    ``build`` sees the freshest Machine and returns a merge patch (or None when
+    nothing is to change). Patches carrying ``metadata.resourceVersion`` are
+    refused with 409 if someone wrote in between; the Machine is then re-read
+    and the patch rebuilt. Returns (resulting Machine, patch sent or None).
+    """
+    current = machine
+    for _attempt in range(CONFLICT_RETRIES):
+        patch = build(current)
+        if patch is None:
+            return current, None
+        try:
+            return patch_machine(api, current, patch, status=status, dry_run=dry_run), patch
+        except ApiError as exc:
+            if exc.status != 409:
+                raise
+        fresh = refresh(api, current)
+        if fresh is None:
+            raise MachineError(f"Machine {machine_label(machine)} was deleted while being updated")
+        current = fresh
+        time.sleep(0.05)
+    raise MachineError(f"Machine {machine_label(machine)} kept changing; gave up after {CONFLICT_RETRIES} conflicting updates")
+
+
+def write_stage(api: KubeApi, machine: dict, flavour: Flavour, stage: Any, *, dry_run: bool = False) -> tuple[dict, bool]:
+    """Record a deletion stage in the Machine's conditions; (Machine, changed)."""
+
+    def build(current: dict) -> dict | None:
+        patch = flavour.status_patch(current, stage, now())
+        if patch is not None:
+            patch["metadata"] = {"resourceVersion": current["metadata"].get("resourceVersion")}
+        return patch
+
+    result, patch = update_with_retry(api, machine, build, status=True, dry_run=dry_run)
+    return result, patch is not None
+
+
+def get_cluster(api: KubeApi, machine: dict, flavour: Flavour) -> dict | None:
+    """The Cluster API Cluster of a Machine (same API version); None for OpenShift or when absent."""
+    name = flavour.cluster_name(machine)
+    if flavour.group != CAPI_GROUP or not name:
+        return None
+    return api.get(resource_path(machine["apiVersion"], "clusters", machine["metadata"]["namespace"], name))
+
+
+def _resource_for(api: KubeApi, group_version: str, kind: str) -> str:
+    resources = api.get("/api/v1" if group_version == "v1" else f"/apis/{group_version}") or {}
+    for resource in resources.get("resources") or []:
+        if resource.get("kind") == kind and "/" not in resource.get("name", ""):
+            return resource["name"]
+    raise MachineError(f"The cluster serves no {kind} in {group_version}")
+
+
+def ref_path(api: KubeApi, ref: ObjectRef) -> str:
+    """REST path of a referenced object. v1beta2 references name only the API
+    group: the version is the group's preferred one, as discovery reports it."""
+    if ref.api_version:
+        group_version = ref.api_version
+    else:
+        versions = api.served_versions(ref.group)
+        if not versions:
+            raise MachineError(f"The cluster serves no API group {ref.group} (for {ref.kind} {ref.namespace}/{ref.name})")
+        group_version = f"{ref.group}/{versions[0]}" if ref.group else versions[0]
+    return resource_path(group_version, _resource_for(api, group_version, ref.kind), ref.namespace, ref.name)
+
+
+def emit_event(api: KubeApi, machine: dict, event_type: str, reason: str, message: str, *, dry_run: bool = False) -> dict | None:
+    """Record a core/v1 Event on the Machine, as the upstream controllers' recorders do."""
+    if dry_run:
+        return None
+    meta = machine["metadata"]
+    stamp = rfc3339(now())
+    event = {
+        "apiVersion": "v1",
+        "kind": "Event",
+        "metadata": {"generateName": f"{meta['name']}.", "namespace": meta["namespace"]},
+        "involvedObject": {
+            "apiVersion": machine["apiVersion"],
+            "kind": "Machine",
+            "name": meta["name"],
+            "namespace": meta["namespace"],
+            "uid": meta.get("uid"),
+            "resourceVersion": meta.get("resourceVersion"),
+        },
+        "reason": reason,
+        "message": message[:1024],
+        "type": event_type,
+        "source": {"component": EVENT_SOURCE},
+        "reportingComponent": EVENT_SOURCE,
+        "reportingInstance": EVENT_SOURCE,
+        "firstTimestamp": stamp,
+        "lastTimestamp": stamp,
+        "count": 1,
+    }
+    return api.create(resource_path("v1", "events", meta["namespace"]), event)
+
+
+def wait_for_machine(api: KubeApi, machine: dict, satisfied: Callable[[dict | None], bool], deadline: float) -> tuple[dict | None, bool]:
+    """Wait until ``satisfied(current Machine or None when gone)`` holds, or
+    ``deadline`` (a ``time.monotonic()`` value) passes; (Machine, satisfied).
+
+    Watches the Machine, so the wait ends as soon as the change lands, and
+    re-reads it whenever a watch ends.
+    """
+    meta = machine["metadata"]
+    collection = machine_path(machine["apiVersion"], meta.get("namespace"))
+    current = refresh(api, machine)
+    while True:
+        if satisfied(current):
+            return current, True
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            return current, False
+        resource_version = (current or {}).get("metadata", {}).get("resourceVersion")
+        try:
+            events = api.watch(collection, field_selector=f"metadata.name={meta['name']}", resource_version=resource_version, timeout=max(1, int(remaining)))
+            for event in events:
+                kind = event.get("type")
+                if kind == "DELETED":
+                    current = None
+                elif kind in ("ADDED", "MODIFIED"):
+                    current = _with_api_version(event["object"], machine["apiVersion"])
+                else:  # BOOKMARK, or ERROR (e.g. an expired resourceVersion): re-read below
+                    break
+                if satisfied(current) or time.monotonic() >= deadline:
+                    break
+        except ApiError as exc:
+            if exc.status not in (410, 500, 503, 504):
+                raise
+            time.sleep(0.5)
+        current = refresh(api, machine) if not satisfied(current) else current
+
+
+def seconds_since(value: _dt.datetime | None) -> float | None:
+    return None if value is None else (now() - value).total_seconds()
