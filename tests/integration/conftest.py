@@ -26,7 +26,7 @@ import cluster as cluster_tool
 COLLECTIONS_ROOT = cluster_tool.collections_root()
 sys.path.insert(0, str(COLLECTIONS_ROOT))
 
-from khelpers import fake_node, node_ready, wait_for
+from khelpers import OPENSHIFT_MACHINES, capi_machine, capi_path, fake_node, node_ready, openshift_machine, wait_for
 
 from ansible_collections.lifecycle.machine.plugins.module_utils._api import KubeApi, api_from_kubeconfig
 
@@ -54,6 +54,80 @@ def kubeconfig() -> str:
 def kube(kubeconfig: str) -> KubeApi:
     """An admin KubeApi (the collection's own thin REST layer)."""
     return api_from_kubeconfig(kubeconfig)
+
+
+class CapiGeneration:
+    """Which Cluster API generation the control plane serves; switched on demand
+    (a v1beta1-only cluster as Cluster API 1.9/1.10, or v1beta1 + v1beta2 as 1.11+)."""
+
+    def __init__(self, kubeconfig: str):
+        self.state = cluster_tool.state_from_kubeconfig(Path(kubeconfig))
+        self.current: str | None = None
+
+    def use(self, generation: str) -> None:
+        if generation != self.current:
+            cluster_tool.set_capi_generation(self.state, generation)
+            self.current = generation
+
+
+@pytest.fixture(scope="session")
+def capi_generation(kubeconfig: str) -> CapiGeneration:
+    return CapiGeneration(kubeconfig)
+
+
+@pytest.fixture(scope="session", params=["openshift", "v1beta1", "v1beta2"])
+def flavour(request, capi_generation: CapiGeneration) -> str:
+    """Each Machine flavour: OpenShift, Cluster API served as v1beta1 only, and Cluster API v1beta2.
+
+    Session-scoped so pytest groups the tests by flavour and the control plane
+    switches Cluster API generations as rarely as possible.
+    """
+    capi_generation.use("v1beta2" if request.param == "openshift" else request.param)
+    return request.param
+
+
+def machine_collection(flavour_name: str, namespace: str) -> str:
+    if flavour_name == "openshift":
+        return OPENSHIFT_MACHINES.format(ns=namespace)
+    return capi_path(flavour_name, "machines", namespace)
+
+
+@pytest.fixture
+def make_machine(kube: KubeApi, flavour: str, capi_generation: CapiGeneration) -> Callable[..., dict]:
+    """Create Machines of the current ``flavour``; released and deleted after the test.
+
+    ``make_machine(namespace, name=None, node=None, hooks={"preDrain": [("n", "o")]}, ...)``:
+    hooks become ``spec.lifecycleHooks`` (OpenShift) or hook annotations (Cluster API);
+    ``node`` is written to ``status.nodeRef``.
+    """
+    created: list[str] = []
+
+    def _make(namespace: str, name: str | None = None, node: str | None = None, hooks: dict | None = None, **extra) -> dict:
+        capi_generation.use("v1beta2" if flavour == "openshift" else flavour)
+        name = name or f"m-{uuid.uuid4().hex[:6]}"
+        hooks = hooks or {}
+        if flavour == "openshift":
+            body = openshift_machine(name, {p: [{"name": n, "owner": o} for n, o in hs] for p, hs in hooks.items()}, **extra)
+        else:
+            annotations = dict(extra.pop("annotations", None) or {})
+            prefixes = {"preDrain": "pre-drain", "preTerminate": "pre-terminate"}
+            for point, point_hooks in hooks.items():
+                for hook_name, owner in point_hooks:
+                    annotations[f"{prefixes[point]}.delete.hook.machine.cluster.x-k8s.io/{hook_name}"] = owner
+            body = capi_machine(name, flavour, annotations=annotations, **extra)
+        path = machine_collection(flavour, namespace)
+        machine = kube.create(path, body)
+        created.append(f"{path}/{name}")
+        if node:
+            node_ref = {"name": node} if flavour == "v1beta2" else {"apiVersion": "v1", "kind": "Node", "name": node}
+            machine = kube.patch(f"{path}/{name}", {"status": {"nodeRef": node_ref}}, subresource_status=True)
+        return machine
+
+    yield _make
+    for path in created:
+        if kube.get(path) is not None:
+            kube.patch(path, {"metadata": {"finalizers": None}})
+            kube.delete(path)
 
 
 @pytest.fixture
@@ -121,7 +195,6 @@ def run_module(kubeconfig: str) -> Callable[..., dict]:
             f"lifecycle.machine.{module}",
             "-a",
             args,
-            "-o",
         ]
         if check:
             command.append("--check")
@@ -130,7 +203,6 @@ def run_module(kubeconfig: str) -> Callable[..., dict]:
         env = ansible_env(kubeconfig)
         env["ANSIBLE_LOAD_CALLBACK_PLUGINS"] = "1"
         env["ANSIBLE_STDOUT_CALLBACK"] = "ansible.posix.json"
-        env["ANSIBLE_CALLBACKS_ENABLED"] = ""
         env["ANSIBLE_PYTHON_INTERPRETER"] = sys.executable
         proc = subprocess.run(command, capture_output=True, text=True, env=env, timeout=timeout, check=False)
         try:

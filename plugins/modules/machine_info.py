@@ -1,0 +1,257 @@
+#!/usr/bin/python
+# Copyright: lifecycle.machine contributors
+# Apache License 2.0 (see LICENSE)
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+module: machine_info
+short_description: Read OpenShift and Cluster API Machines with their hooks, gates and conditions, or wait for a gate
+version_added: 0.1.0
+description:
+  - Reads one Machine or every Machine matching label selectors, of either flavour, and reports for each its
+    flavour, phase, whether it is being deleted, its Node, its lifecycle hooks per point with their owners,
+    its conditions, and the state of each deletion gate computed from the hooks and conditions.
+  - With O(wait=true) it waits until O(wait_for) holds for every chosen Machine. The Machines are watched,
+    so the wait ends as soon as the change lands (for example the moment the last hook of a point is removed).
+    This is what a hook-implementing controller uses to know when to act.
+author:
+  - lifecycle.machine maintainers
+attributes:
+  check_mode:
+    support: full
+    description: Reads only; runs the same in check mode.
+  diff_mode:
+    support: none
+  platform:
+    support: full
+    platforms: kubernetes
+options:
+  wait:
+    description:
+      - Wait until O(wait_for) holds for every chosen Machine.
+    type: bool
+    default: false
+  wait_for:
+    description:
+      - What to wait for.
+      - V(drainable) - no preDrain hook is left.
+      - V(drained) - the drain step is finished (recorded by the Machine's conditions: OpenShift C(Drained=True);
+        Cluster API C(DrainingSucceeded=True), or a C(Deleting) reason past the drain when the drain was skipped).
+      - V(terminable) - no preTerminate hook is left.
+      - V(creatable) - no preCreate hook is left.
+      - V(deleting) - the Machine is marked for deletion (the preDrain gate has been reached).
+      - V(deleted) - the Machine is gone.
+      - A Machine that is gone satisfies every state, since it has passed every gate.
+    type: str
+    choices: [drainable, drained, terminable, creatable, deleting, deleted]
+    default: deleted
+  wait_timeout:
+    description:
+      - How many seconds to wait. The task fails when the time is up and the state does not hold.
+    type: int
+    default: 120
+extends_documentation_fragment:
+  - kubernetes.core.k8s_auth_options
+  - lifecycle.machine.machines
+requirements:
+  - python >= 3.11
+  - kubernetes >= 24.2.0
+notes:
+  - With neither O(machine) nor O(label_selectors), every Machine of O(namespace) (or of the cluster) is read.
+seealso:
+  - module: lifecycle.machine.machine_hook
+"""
+
+EXAMPLES = r"""
+- name: Read every worker Machine
+  lifecycle.machine.machine_info:
+    namespace: openshift-machine-api
+    label_selectors:
+      - machine.openshift.io/cluster-api-machine-role=worker
+  register: workers
+
+- name: Wait until a Machine being deleted has been drained (a preTerminate hook owner acts then)
+  lifecycle.machine.machine_info:
+    machine: worker-1
+    namespace: default
+    wait: true
+    wait_for: drained
+    wait_timeout: 1800
+
+- name: Wait until no preDrain hook holds the Machine any more
+  lifecycle.machine.machine_info:
+    machine: worker-1
+    namespace: default
+    wait: true
+    wait_for: drainable
+"""
+
+RETURN = r"""
+machines:
+  description: One entry per Machine.
+  returned: always
+  type: list
+  elements: dict
+  contains:
+    name:
+      description: Machine name.
+      type: str
+    namespace:
+      description: Machine namespace.
+      type: str
+    api_version:
+      description: The API the Machine was read from.
+      type: str
+      sample: cluster.x-k8s.io/v1beta2
+    flavour:
+      description: V(openshift) or V(clusterapi).
+      type: str
+    exists:
+      description: False when the Machine was deleted while waiting.
+      type: bool
+    phase:
+      description: C(status.phase).
+      type: str
+      sample: Running
+    deleting:
+      description: Whether the Machine is marked for deletion.
+      type: bool
+    deletion_timestamp:
+      description: C(metadata.deletionTimestamp), if set.
+      type: str
+    finalizers:
+      description: C(metadata.finalizers).
+      type: list
+      elements: str
+    node_name:
+      description: Name of the Machine's Node (C(status.nodeRef.name)).
+      type: str
+    cluster_name:
+      description: The Cluster API Cluster the Machine belongs to.
+      type: str
+    hooks:
+      description: Hooks per point (C(preDrain), C(preTerminate), and C(preCreate) on OpenShift), each with C(name), C(owner) and,
+        on Cluster API, the C(annotation) key.
+      type: dict
+      sample: {"preDrain": [{"name": "etcd", "owner": "etcd-guard"}], "preTerminate": []}
+    gates:
+      description: Which gates are open - C(drainable), C(drained), C(terminable), C(creatable).
+      type: dict
+      sample: {"drainable": false, "drained": false, "terminable": true, "creatable": true}
+    conditions:
+      description: The Machine's conditions (for Cluster API, the v1beta2 ones followed by the v1beta1 ones).
+      type: list
+      elements: dict
+    infrastructure_ref:
+      description: The Cluster API infrastructure object (C(kind), C(name), C(namespace), C(apiVersion) or C(apiGroup)).
+      type: dict
+    bootstrap_ref:
+      description: The Cluster API bootstrap config object.
+      type: dict
+    labels:
+      description: Machine labels.
+      type: dict
+    annotations:
+      description: Machine annotations.
+      type: dict
+waited:
+  description: Seconds spent waiting.
+  returned: when O(wait=true)
+  type: float
+"""
+
+import time
+
+from ansible_collections.lifecycle.machine.plugins.module_utils._common import MachineError, machine_argument_spec, new_module, run
+from ansible_collections.lifecycle.machine.plugins.module_utils._flavour import flavour_for, hooks_summary, is_deleting, machine_label
+from ansible_collections.lifecycle.machine.plugins.module_utils._machines import get_machine, select_machines, wait_for_machine
+
+
+def describe(machine, fallback=None):
+    """The module's view of one Machine (``machine`` None: it is gone)."""
+    if machine is None:
+        meta = fallback["metadata"]
+        return {"name": meta["name"], "namespace": meta.get("namespace"), "api_version": fallback["apiVersion"], "exists": False}
+    flavour = flavour_for(machine)
+    meta = machine["metadata"]
+    infrastructure, bootstrap = flavour.infrastructure_ref(machine), flavour.bootstrap_ref(machine)
+    return {
+        "name": meta["name"],
+        "namespace": meta.get("namespace"),
+        "api_version": machine["apiVersion"],
+        "flavour": flavour.name,
+        "exists": True,
+        "phase": (machine.get("status") or {}).get("phase"),
+        "deleting": is_deleting(machine),
+        "deletion_timestamp": meta.get("deletionTimestamp"),
+        "finalizers": meta.get("finalizers") or [],
+        "node_name": flavour.node_name(machine),
+        "cluster_name": flavour.cluster_name(machine),
+        "hooks": hooks_summary(flavour.hooks(machine)),
+        "gates": flavour.gates(machine),
+        "conditions": flavour.all_conditions(machine),
+        "infrastructure_ref": infrastructure.as_dict() if infrastructure else None,
+        "bootstrap_ref": bootstrap.as_dict() if bootstrap else None,
+        "labels": meta.get("labels") or {},
+        "annotations": meta.get("annotations") or {},
+    }
+
+
+def reached(state):
+    """A predicate on a Machine (None: gone) for a ``wait_for`` state."""
+
+    def check(machine):
+        if machine is None:
+            return True
+        if state == "deleted":
+            return False
+        if state == "deleting":
+            return is_deleting(machine)
+        return flavour_for(machine).gates(machine)[state]
+
+    return check
+
+
+def read_machines(api, params):
+    # Waiting for a Machine to be gone that is already gone is done at once.
+    named = params["wait"] and params["wait_for"] == "deleted" and params["machine"] and params["namespace"]
+    if named and get_machine(api, params["namespace"], params["machine"], params["api_version"]) is None:
+        gone = {"name": params["machine"], "namespace": params["namespace"], "api_version": params["api_version"], "exists": False}
+        return {"changed": False, "machines": [gone], "waited": 0.0}
+    machines = select_machines(
+        api, namespace=params["namespace"], name=params["machine"], label_selectors=params["label_selectors"], api_version=params["api_version"]
+    )
+    if not params["wait"]:
+        return {"changed": False, "machines": [describe(m) for m in machines]}
+    started = time.monotonic()
+    deadline = started + params["wait_timeout"]
+    results, pending = [], []
+    for machine in machines:
+        current, ok = wait_for_machine(api, machine, reached(params["wait_for"]), deadline)
+        results.append(describe(current, machine))
+        if not ok:
+            pending.append(machine_label(machine))
+    waited = round(time.monotonic() - started, 1)
+    if pending:
+        raise MachineError(
+            f"Timed out after {params['wait_timeout']} s waiting for Machine {', '.join(pending)} to be {params['wait_for']}",
+            machines=results,
+            waited=waited,
+        )
+    return {"changed": False, "machines": results, "waited": waited}
+
+
+def main():
+    argument_spec = machine_argument_spec()
+    argument_spec.update(
+        wait={"type": "bool", "default": False},
+        wait_for={"type": "str", "default": "deleted", "choices": ["drainable", "drained", "terminable", "creatable", "deleting", "deleted"]},
+        wait_timeout={"type": "int", "default": 120},
+    )
+    module = new_module(argument_spec, supports_check_mode=True, mutually_exclusive=[("machine", "label_selectors")])
+    run(module, lambda api: read_machines(api, module.params))
+
+
+if __name__ == "__main__":
+    main()
