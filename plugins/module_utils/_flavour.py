@@ -359,6 +359,10 @@ class ClusterAPIFlavour(Flavour):
     def bootstrap_ref(self, machine: dict) -> ObjectRef | None:
         return self._ref(machine, (_spec(machine).get("bootstrap") or {}).get("configRef"))
 
+    def control_plane_ref(self, cluster: dict) -> ObjectRef | None:
+        """The object a Cluster's spec.controlPlaneRef points at (Cluster and Machine share the API version)."""
+        return self._ref(cluster, _spec(cluster).get("controlPlaneRef"))
+
     def cluster_name(self, machine: dict) -> str | None:
         return _spec(machine).get("clusterName") or (_meta(machine).get("labels") or {}).get(CAPI_CLUSTER_NAME_LABEL)
 

@@ -15,7 +15,15 @@ from typing import Any
 
 from ansible_collections.lifecycle.machine.plugins.module_utils._api import ApiError, KubeApi, resource_path
 from ansible_collections.lifecycle.machine.plugins.module_utils._common import MachineError, now, rfc3339
-from ansible_collections.lifecycle.machine.plugins.module_utils._flavour import CAPI_GROUP, OPENSHIFT_GROUP, Flavour, ObjectRef, machine_label
+from ansible_collections.lifecycle.machine.plugins.module_utils._flavour import (
+    CAPI_CLUSTER_NAME_LABEL,
+    CAPI_CONTROL_PLANE_LABEL,
+    CAPI_GROUP,
+    OPENSHIFT_GROUP,
+    Flavour,
+    ObjectRef,
+    machine_label,
+)
 
 EVENT_SOURCE = "lifecycle.machine"
 CONFLICT_RETRIES = 10
@@ -154,6 +162,37 @@ def get_cluster(api: KubeApi, machine: dict, flavour: Flavour) -> dict | None:
     if flavour.group != CAPI_GROUP or not name:
         return None
     return api.get(resource_path(machine["apiVersion"], "clusters", machine["metadata"]["namespace"], name))
+
+
+def node_steps_skip_reason(api: KubeApi, machine: dict, flavour: Flavour) -> str | None:
+    """Why Cluster API skips the preDrain gate, drain, volume wait and Node
+    deletion for this Machine (SPEC §2), or None when it does not.
+
+    As the Cluster API Machine controller's isDeleteNodeAllowed: no nodeRef,
+    the Cluster (or its control plane object) being deleted, or no active
+    control-plane Machine left in the Cluster. OpenShift Machines never skip.
+    """
+    if flavour.group != CAPI_GROUP:
+        return None
+    cluster_name = flavour.cluster_name(machine)
+    namespace = machine["metadata"]["namespace"]
+    cluster = get_cluster(api, machine, flavour)
+    if cluster is None:
+        raise MachineError(f"Cluster {namespace}/{cluster_name} of Machine {machine_label(machine)} not found")
+    if cluster["metadata"].get("deletionTimestamp"):
+        return f"Cluster {namespace}/{cluster_name} is being deleted"
+    if not flavour.node_name(machine):
+        return "the Machine has no nodeRef"
+    control_plane = flavour.control_plane_ref(cluster)
+    if control_plane is not None:
+        obj = api.get(ref_path(api, control_plane))
+        if obj is not None and obj["metadata"].get("deletionTimestamp"):
+            return f"{control_plane.kind} {namespace}/{control_plane.name} is being deleted"
+    selector = f"{CAPI_CLUSTER_NAME_LABEL}={cluster_name},{CAPI_CONTROL_PLANE_LABEL}"
+    active = [m for m in api.list(machine_path(machine["apiVersion"], namespace), label_selector=selector) if not m["metadata"].get("deletionTimestamp")]
+    if not active:
+        return f"no active control plane Machine is left in Cluster {namespace}/{cluster_name}"
+    return None
 
 
 def _resource_for(api: KubeApi, group_version: str, kind: str) -> str:

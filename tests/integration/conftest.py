@@ -131,6 +131,34 @@ def make_machine(kube: KubeApi, flavour: str, capi_generation: CapiGeneration) -
 
 
 @pytest.fixture
+def capi_cluster(kube: KubeApi, flavour: str, make_machine) -> Callable[[str], str]:
+    """For Cluster API flavours: create the Cluster ``lm-test`` in a namespace and
+    one running control-plane Machine, so the Machine controller's skip rules
+    (SPEC §2) do not apply to worker Machines. Returns the Cluster name.
+    No-op for OpenShift."""
+
+    created: list[str] = []
+
+    def _make(namespace: str, deleting: bool = False) -> str:
+        if flavour == "openshift":
+            return "lm-test"
+        # The finalizer keeps a Cluster marked for deletion in the API.
+        metadata = {"name": "lm-test", "finalizers": ["lifecycle.machine.dev/test"]}
+        kube.create(capi_path(flavour, "clusters", namespace), {"apiVersion": f"cluster.x-k8s.io/{flavour}", "kind": "Cluster", "metadata": metadata})
+        created.append(capi_path(flavour, "clusters", namespace, "lm-test"))
+        make_machine(namespace, name="control-plane-0", labels={"cluster.x-k8s.io/control-plane": ""})
+        if deleting:
+            kube.delete(created[-1])
+        return "lm-test"
+
+    yield _make
+    for path in created:
+        if kube.get(path) is not None:
+            kube.patch(path, {"metadata": {"finalizers": None}})
+            kube.delete(path)
+
+
+@pytest.fixture
 def namespace(kube: KubeApi) -> str:
     """A fresh namespace, deleted after the test (without waiting)."""
     name = f"t-{uuid.uuid4().hex[:8]}"
