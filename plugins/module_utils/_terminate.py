@@ -482,8 +482,9 @@ def remove_finalizer_patch(machine: dict, finalizer: str) -> dict | None:
 
 def snapshot(machine: dict | None, flavour: Flavour, objects: dict[str, bool]) -> dict:
     """What the module may change, normalised for ``diff``: the Machine's
-    finalizers and recorded volume-wait start, and whether each object it
-    deletes exists (``objects``: ``"<Kind> <namespace/name>"`` -> exists)."""
+    finalizers, recorded volume-wait start and deletion conditions (without
+    timestamps), and whether each object it deletes exists (``objects``:
+    ``"<Kind> <namespace/name>"`` -> exists)."""
     result: dict[str, Any] = {}
     if machine is None:
         result["machine"] = {"exists": False}
@@ -493,6 +494,13 @@ def snapshot(machine: dict | None, flavour: Flavour, objects: dict[str, bool]) -
             "exists": True,
             "finalizers": list((machine.get("metadata") or {}).get("finalizers") or []),
             "volume_detach_started_at": rfc3339(started) if started else None,
+            "conditions": sorted(
+                (
+                    {key: condition.get(key) for key in ("type", "status", "reason", "message") if condition.get(key)}
+                    for condition in flavour.all_conditions(machine)
+                ),
+                key=lambda condition: condition.get("type") or "",
+            ),
         }
     result.update({key: {"exists": exists} for key, exists in sorted(objects.items())})
     return result

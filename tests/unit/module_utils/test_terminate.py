@@ -463,8 +463,17 @@ def test_object_state_and_snapshot() -> None:
     held = object_state({"metadata": {"name": "x", "deletionTimestamp": "2025-01-01T00:00:00Z", "finalizers": ["f"]}})
     assert held == ObjectState(exists=True, deleting=True, finalizers=("f",))
     m = machine("v1beta2", status={"deletion": {"waitForNodeVolumeDetachStartTime": "2025-03-01T11:00:00Z"}})
+    m["status"]["conditions"] = [{"type": "Deleting", "status": "True", "reason": "WaitingForVolumeDetach", "message": "m", "lastTransitionTime": "t"}]
     assert snapshot(m, flavour_for(m), {"Node worker-1": True}) == {
-        "machine": {"exists": True, "finalizers": ["machine.cluster.x-k8s.io"], "volume_detach_started_at": "2025-03-01T11:00:00Z"},
+        "machine": {
+            "exists": True,
+            "finalizers": ["machine.cluster.x-k8s.io"],
+            "volume_detach_started_at": "2025-03-01T11:00:00Z",
+            "conditions": [
+                {"type": "Deleting", "status": "True", "reason": "WaitingForVolumeDetach", "message": "m"},
+                {"type": "DrainingSucceeded", "status": "True"},
+            ],
+        },
         "Node worker-1": {"exists": True},
     }
     assert snapshot(None, flavour_for(m), {}) == {"machine": {"exists": False}}
