@@ -73,12 +73,7 @@ from ansible_collections.lifecycle.machine.plugins.module_utils._terminate impor
     snapshot,
     timeout_message,
 )
-from ansible_collections.lifecycle.machine.plugins.module_utils._volumes import (
-    VolumeWaitStatus,
-    attached_volumes,
-    node_is_unreachable,
-    volumes_to_wait_for,
-)
+from ansible_collections.lifecycle.machine.plugins.module_utils._volumes import VolumeWaitStatus, attached_volumes, volumes_to_wait_for
 
 # As the Cluster API Machine controller: retry a failing Node deletion every
 # 2 s for 10 s, then give up for this pass (or for good once the Machine's
@@ -244,7 +239,7 @@ class Termination:
 
     def observe_volumes(self, facts: Facts) -> VolumeWaitStatus:
         node = facts.node
-        if node is None or node_is_unreachable(node):
+        if node is None or is_node_unreachable(node):
             return volumes_to_wait_for(node, [], [], [])
         attachments = self.api.list(VOLUME_ATTACHMENTS)
         if attached_volumes(node, attachments).empty:

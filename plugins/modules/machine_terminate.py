@@ -1,6 +1,7 @@
 #!/usr/bin/python
 # Copyright: lifecycle.machine contributors
-# Apache License 2.0 (see LICENSE), which is compatible with the GNU General Public License version 3
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
 
 from __future__ import annotations
 
@@ -56,7 +57,7 @@ description:
     stopped anywhere continues where it stopped. A Machine that no longer exists is reported as terminated
     (RV(gone=true), C(changed=false)).
 author:
-  - lifecycle.machine maintainers (!UNKNOWN)
+  - lifecycle.machine maintainers (@lifecycle-machine)
 attributes:
   check_mode:
     support: full
