@@ -112,15 +112,19 @@ def _with_resource_version(patch: dict, current: dict) -> dict:
 
 
 def load_drain_rules(api: KubeApi, namespace: str, inline: list | None, use_cluster_rules: bool) -> list[dict]:
-    """The MachineDrainRules that decide which Pods a drain skips: the cluster's
-    (in the Machine's namespace, when served and wanted) and the inline ones."""
+    """The MachineDrainRules that decide which Pods a drain skips, merged as
+    machine_drain merges them: the cluster's (in the Machine's namespace, when
+    served and wanted) and the inline ones, an inline rule replacing a cluster
+    rule of the same name; sorted by name."""
     served: list[dict] = []
     if use_cluster_rules:
         for version in api.served_versions(CAPI_GROUP):
             served = api.list(resource_path(f"{CAPI_GROUP}/{version}", MACHINE_DRAIN_RULES, namespace))
             if served:
                 break
-    return normalize_rules(served + list(inline or []), namespace=namespace)
+    merged = {rule["name"]: rule for rule in normalize_rules(served, namespace=namespace)}
+    merged.update({rule["name"]: rule for rule in normalize_rules(list(inline or []))})
+    return [merged[name] for name in sorted(merged)]
 
 
 def wait_until_gone(api: KubeApi, path: str, deadline: float) -> tuple[dict | None, bool]:

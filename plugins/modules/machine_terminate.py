@@ -123,6 +123,7 @@ options:
       - Each rule is C(name), C(drain) (C(behavior) V(Drain), V(Skip) or V(WaitCompleted), and C(order) with V(Drain)),
         and optional C(machines) (C(selector), C(clusterSelector)) and C(pods) (C(selector), C(namespaceSelector))
         lists, as in the MachineDrainRule C(spec). Served objects (C(metadata) and C(spec)) are accepted too.
+      - An inline rule replaces a cluster rule of the same name, as in M(lifecycle.machine.machine_drain).
     type: list
     elements: dict
   use_cluster_rules:
