@@ -23,7 +23,7 @@ description:
     (O(on_timeout=proceed)), for a teardown that must go on and accepts that their external resources may be left behind.
   - Running O(state=absent) again on an Alive object already being deleted changes nothing and waits again.
 author:
-  - lifecycle.machine maintainers
+  - lifecycle.machine maintainers (!UNKNOWN)
 attributes:
   check_mode:
     support: full
@@ -35,6 +35,7 @@ attributes:
   platform:
     support: full
     platforms: kubernetes
+    description: Talks to the Kubernetes API server from the controller, like kubernetes.core modules.
 options:
   state:
     description:

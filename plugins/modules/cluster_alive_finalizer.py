@@ -19,7 +19,7 @@ description:
   - Every write is a JSON patch guarded by C(test) operations, so a concurrent writer's finalizer is never lost
     or removed; when the object changed in between, it is re-read and the patch rebuilt.
 author:
-  - lifecycle.machine maintainers
+  - lifecycle.machine maintainers (!UNKNOWN)
 attributes:
   check_mode:
     support: full
@@ -30,6 +30,7 @@ attributes:
   platform:
     support: full
     platforms: kubernetes
+    description: Talks to the Kubernetes API server from the controller, like kubernetes.core modules.
 options:
   finalizer:
     description:
@@ -67,7 +68,7 @@ EXAMPLES = r"""
 """
 
 RETURN = r"""
-action:
+operation:
   description: What was (or in check mode would be) done.
   returned: always
   type: str
@@ -132,7 +133,7 @@ def manage_finalizer(api, params, check_mode):
         raise MachineError(f"Invalid finalizer {finalizer}: {'; '.join(errors)}")
     ref = alive_api.resolve(api, params["api_version"], params["name"], params["namespace"])
     before, after, changed = alive_api.set_finalizer(api, ref, finalizer, present, dry_run=check_mode)
-    result = {"changed": changed, "action": ("added" if present else "removed") if changed else "none", "alive": _summary(ref, after)}
+    result = {"changed": changed, "operation": ("added" if present else "removed") if changed else "none", "alive": _summary(ref, after)}
     if changed:
         result["diff"] = {"before": diff_view(_summary(ref, before)), "after": diff_view(result["alive"])}
     return result

@@ -15,16 +15,18 @@ description:
   - In-cluster cleanup components use it to decide between hanging their finalizer (the cluster is alive) and
     cleaning up (the Alive object is being deleted); operators use it to see who holds up a deprovision.
 author:
-  - lifecycle.machine maintainers
+  - lifecycle.machine maintainers (!UNKNOWN)
 attributes:
   check_mode:
     support: full
     description: Reads only; runs the same in check mode.
   diff_mode:
     support: none
+    description: Changes nothing, so there is nothing to show.
   platform:
     support: full
     platforms: kubernetes
+    description: Talks to the Kubernetes API server from the controller, like kubernetes.core modules.
 extends_documentation_fragment:
   - kubernetes.core.k8s_auth_options
   - lifecycle.machine.alive
