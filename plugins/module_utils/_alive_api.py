@@ -87,11 +87,6 @@ def create(api: KubeApi, ref: AliveRef, dry_run: bool = False) -> dict:
 def delete(api: KubeApi, ref: AliveRef, uid: str | None, dry_run: bool = False) -> bool:
     """Delete the Alive object (only the one that was read, by uid); False when already gone."""
     body = {"apiVersion": "v1", "kind": "DeleteOptions", "preconditions": {"uid": uid}} if uid else None
-    if body and dry_run:
-        # With a DeleteOptions body the server reads dryRun from the body and
-        # ignores the query parameter KubeApi.delete sets: without this, a dry
-        # run would really delete.
-        body["dryRun"] = ["All"]
     try:
         return api.delete(ref.path, body=body, dry_run=dry_run)
     except ApiError as exc:

@@ -1,6 +1,7 @@
 #!/usr/bin/python
 # Copyright: lifecycle.machine contributors
-# Apache License 2.0 (see LICENSE)
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
 
 from __future__ import annotations
 
@@ -23,7 +24,7 @@ description:
     (O(on_timeout=proceed)), for a teardown that must go on and accepts that their external resources may be left behind.
   - Running O(state=absent) again on an Alive object already being deleted changes nothing and waits again.
 author:
-  - lifecycle.machine maintainers (!UNKNOWN)
+  - lifecycle.machine maintainers (@lifecycle-machine)
 attributes:
   check_mode:
     support: full

@@ -1,6 +1,7 @@
 #!/usr/bin/python
 # Copyright: lifecycle.machine contributors
-# Apache License 2.0 (see LICENSE)
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
 
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ description:
   - Every write is a JSON patch guarded by C(test) operations, so a concurrent writer's finalizer is never lost
     or removed; when the object changed in between, it is re-read and the patch rebuilt.
 author:
-  - lifecycle.machine maintainers (!UNKNOWN)
+  - lifecycle.machine maintainers (@lifecycle-machine)
 attributes:
   check_mode:
     support: full

@@ -1,6 +1,7 @@
 #!/usr/bin/python
 # Copyright: lifecycle.machine contributors
-# Apache License 2.0 (see LICENSE)
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ description:
   - In-cluster cleanup components use it to decide between hanging their finalizer (the cluster is alive) and
     cleaning up (the Alive object is being deleted); operators use it to see who holds up a deprovision.
 author:
-  - lifecycle.machine maintainers (!UNKNOWN)
+  - lifecycle.machine maintainers (@lifecycle-machine)
 attributes:
   check_mode:
     support: full
