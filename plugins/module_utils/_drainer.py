@@ -30,6 +30,7 @@ from ansible_collections.lifecycle.machine.plugins.module_utils._drain import (
     daemonset_refs,
     eviction_failure_message,
     is_node_unreachable,
+    match_label_selector,
     plan_drain,
     pod_key,
     progress_message,
@@ -147,6 +148,11 @@ def evict_pod(api: KubeApi, pod: dict, *, grace_period: int | None, disable_evic
     The Pod's UID is a precondition, so only the Pod that was classified can
     be removed. ``grace_period`` None keeps the Pod's own.
     """
+    failure, gone, _status = _evict(api, pod, grace_period=grace_period, disable_eviction=disable_eviction, dry_run=dry_run)
+    return failure, gone
+
+
+def _evict(api: KubeApi, pod: dict, *, grace_period: int | None, disable_eviction: bool, dry_run: bool) -> tuple[str | None, bool, int]:
     meta = pod["metadata"]
     options: dict = {"preconditions": {"uid": meta.get("uid")}} if meta.get("uid") else {}
     if grace_period is not None:
@@ -156,7 +162,7 @@ def evict_pod(api: KubeApi, pod: dict, *, grace_period: int | None, disable_evic
         if disable_eviction:
             body = {"apiVersion": "v1", "kind": "DeleteOptions", **options}
             if not api.delete(pod_path, body=body, dry_run=dry_run):
-                return None, True
+                return None, True, 404
         else:
             body = {
                 "apiVersion": "policy/v1",
@@ -166,24 +172,94 @@ def evict_pod(api: KubeApi, pod: dict, *, grace_period: int | None, disable_evic
             }
             api.create(pod_path + "/eviction", body, dry_run=dry_run)
     except ApiError as exc:
-        return _failure(exc)
-    return None, False
+        failure, gone = _failure(exc)
+        return failure, gone, exc.status
+    return None, False, 200
 
 
-def evict_pods(api: KubeApi, pods: list[dict], *, grace_period: int | None, disable_eviction: bool = False, dry_run: bool = False) -> EvictionOutcome:
-    """Evict Pods concurrently. A refusal (429 from a PodDisruptionBudget, or
-    any other error) is recorded for the progress message, never raised: the
-    next pass retries it."""
+def _ready(pod: dict) -> bool:
+    return any(c.get("type") == "Ready" and c.get("status") == "True" for c in (pod.get("status") or {}).get("conditions") or [])
+
+
+def budget_groups(pods: list[dict], budgets: list[dict]) -> list[list[dict]]:
+    """Pods grouped by the PodDisruptionBudgets that cover them, for eviction.
+
+    Every eviction under one budget updates the budget's status, and the API
+    server retries conflicting updates with half-second pauses, so concurrency
+    within a budget buys nothing (measured: the same throughput with 1, 4 or 16
+    at once) but conflicts and refusals. Pods under one budget are therefore
+    evicted one after the other, stopping at the first refusal, while different
+    groups go concurrently. A Pod no
+    budget covers is a group of its own. Within a group, Pods that are not
+    Ready come first: the API may evict those whatever the budget allows.
+    (A policy/v1 budget's empty selector covers every Pod of its namespace;
+    a null one covers none.)
+    """
+    groups: dict[tuple, list[dict]] = {}
+    for pod in pods:
+        meta = pod.get("metadata") or {}
+        covering = []
+        for budget in budgets:
+            budget_meta = budget.get("metadata") or {}
+            selector = (budget.get("spec") or {}).get("selector")
+            if budget_meta.get("namespace") != meta.get("namespace") or selector is None:
+                continue
+            try:
+                matches = match_label_selector(selector, meta.get("labels") or {})
+            except ValueError:
+                matches = False
+            if matches:
+                covering.append(budget_meta.get("name"))
+        key = (meta.get("namespace"), tuple(sorted(covering))) if covering else ("", pod_key(pod))
+        groups.setdefault(key, []).append(pod)
+    return [sorted(group, key=lambda pod: (_ready(pod), pod_key(pod))) for _key, group in sorted(groups.items())]
+
+
+def list_budgets(api: KubeApi) -> list[dict]:
+    """Every PodDisruptionBudget; ``[]`` when they cannot be listed (the grouping is an optimisation)."""
+    try:
+        return api.list(resource_path("policy/v1", "poddisruptionbudgets"))
+    except ApiError:
+        return []
+
+
+def evict_pods(
+    api: KubeApi,
+    pods: list[dict],
+    *,
+    grace_period: int | None,
+    disable_eviction: bool = False,
+    dry_run: bool = False,
+    budgets: list[dict] | None = None,
+) -> EvictionOutcome:
+    """Evict Pods: concurrently, except that Pods under one PodDisruptionBudget
+    go one after the other (see :func:`budget_groups`).
+
+    A refusal (429 from a PodDisruptionBudget, or any other error) is recorded
+    for the progress message, never raised: the next pass retries it. Once a
+    budget refuses, its remaining Ready Pods are recorded as refused with the
+    same message without asking again in this pass.
+    """
     outcome = EvictionOutcome()
     if not pods:
         return outcome
+    groups = budget_groups(pods, budgets or [])
 
-    def one(pod: dict) -> tuple[str, str | None, bool]:
-        failure, gone = evict_pod(api, pod, grace_period=grace_period, disable_eviction=disable_eviction, dry_run=dry_run)
-        return pod_key(pod), failure, gone
+    def chain(group: list[dict]) -> list[tuple[str, str | None, bool]]:
+        results = []
+        refusal = None
+        for pod in group:
+            if refusal is not None and _ready(pod):
+                results.append((pod_key(pod), refusal, False))
+                continue
+            failure, gone, status = _evict(api, pod, grace_period=grace_period, disable_eviction=disable_eviction, dry_run=dry_run)
+            if status == 429 and len(group) > 1:
+                refusal = failure
+            results.append((pod_key(pod), failure, gone))
+        return results
 
-    with ThreadPoolExecutor(max_workers=min(EVICTION_WORKERS, len(pods))) as pool:
-        results = list(pool.map(one, pods))
+    with ThreadPoolExecutor(max_workers=min(EVICTION_WORKERS, len(groups))) as pool:
+        results = [item for chained in pool.map(chain, groups) for item in chained]
     for key, failure, gone in sorted(results):
         if gone:
             outcome.gone.append(key)
@@ -271,7 +347,8 @@ def drain_pass(
     if result.unreachable and grace_period is None:
         # Its kubelet will never confirm: don't wait for the Pods' own grace periods.
         grace_period = 1
-    result.outcome = evict_pods(api, to_evict, grace_period=grace_period, disable_eviction=disable_eviction, dry_run=not act)
+    budgets = list_budgets(api) if len(to_evict) > 1 and not disable_eviction else []
+    result.outcome = evict_pods(api, to_evict, grace_period=grace_period, disable_eviction=disable_eviction, dry_run=not act, budgets=budgets)
     result.message = progress_message(started_at, result.plan, result.outcome.failures, result.outcome.gone)
     return result
 

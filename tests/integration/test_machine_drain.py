@@ -272,11 +272,11 @@ def test_deployment_behind_pdb_drains_completely(*, kube, namespace, make_node, 
 
     originals = wait_for(lambda: len(ready_web(node)) == 3 and ready_web(node), what="3 web Pods Ready")
     create_pdb(kube, namespace, "web", selector={"app": "web"}, min_available=2, healthy=3)
-    kube.patch(f"/api/v1/nodes/{spare}", {"spec": {"unschedulable": None}})
     recorder.sync()
     before_drain = len(recorder.events)
 
-    # One pass: the budget lets one Pod go; the other two evictions are refused (429), which is not an error.
+    # One pass while no replacement can start anywhere: the budget lets one Pod go and
+    # refuses the other two (429), which is reported, not an error.
     first = run_module("machine_drain", {"node": node, "wait": False})
     assert not first.get("failed"), first.get("msg")
     assert first["completed"] is False and first["changed"] is True
@@ -286,6 +286,7 @@ def test_deployment_behind_pdb_drains_completely(*, kube, namespace, make_node, 
     assert f"{PDB_REFUSAL} The disruption budget web needs 2 healthy pods and has 2 currently" in first["message"]
 
     # Passes continue while replacements become Ready on the spare Node.
+    kube.patch(f"/api/v1/nodes/{spare}", {"spec": {"unschedulable": None}})
     result = run_module("machine_drain", {"node": node, "wait_sleep": 1, "wait_timeout": 120})
     assert not result.get("failed"), result.get("msg")
     assert result["completed"] is True

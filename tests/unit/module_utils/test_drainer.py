@@ -16,7 +16,7 @@ from ansible_collections.lifecycle.machine.plugins.module_utils._drain import (
     PodDecision,
     plan_drain,
 )
-from ansible_collections.lifecycle.machine.plugins.module_utils._drainer import DrainPass, EvictionOutcome, _failure, _WatchState
+from ansible_collections.lifecycle.machine.plugins.module_utils._drainer import DrainPass, EvictionOutcome, _failure, _WatchState, budget_groups
 from ansible_collections.lifecycle.machine.plugins.module_utils._flavour import Hook
 from ansible_collections.lifecycle.machine.plugins.module_utils._machine_drain import PodLedger, go_quote, hooks_text, merge_rules, wait_seconds
 
@@ -235,3 +235,42 @@ def test_check_mode_passes_count_no_evictions() -> None:
     ledger = PodLedger()
     ledger.record(a_pass([decision("web")], EvictionOutcome(evicted=["ns/web"])), count_evictions=False)
     assert ledger.evicted == []
+
+
+# ---------------------------------------------------------------------------
+# Eviction groups
+
+
+def pod(name: str, ns: str = "ns", ready: bool = True, **labels: str) -> dict:
+    conditions = [{"type": "Ready", "status": "True" if ready else "False"}]
+    return {"metadata": {"namespace": ns, "name": name, "labels": labels}, "status": {"conditions": conditions}}
+
+
+def budget(name: str, selector: dict | None, ns: str = "ns") -> dict:
+    return {"metadata": {"namespace": ns, "name": name}, "spec": {"selector": selector}}
+
+
+def names(groups: list[list[dict]]) -> list[list[str]]:
+    return [[p["metadata"]["name"] for p in group] for group in groups]
+
+
+def test_pods_under_one_budget_form_one_group_unready_first() -> None:
+    pods = [pod("web-b", app="web"), pod("web-a", app="web"), pod("web-c", ready=False, app="web"), pod("db-0", app="db"), pod("lone-0")]
+    groups = budget_groups(pods, [budget("web", {"matchLabels": {"app": "web"}}), budget("db", {"matchLabels": {"app": "db"}})])
+    assert names(groups) == [["lone-0"], ["db-0"], ["web-c", "web-a", "web-b"]]
+
+
+def test_pods_without_a_budget_are_each_their_own_group() -> None:
+    assert names(budget_groups([pod("a"), pod("b")], [])) == [["a"], ["b"]]
+
+
+def test_budget_selectors_follow_policy_v1() -> None:
+    pods = [pod("a", app="x"), pod("b", app="y"), pod("c", ns="other", app="x")]
+    # An empty selector covers its whole namespace; a null one covers nothing; other namespaces never.
+    assert names(budget_groups(pods, [budget("all", {})])) == [["c"], ["a", "b"]]
+    assert names(budget_groups(pods, [budget("none", None)])) == [["a"], ["b"], ["c"]]
+
+
+def test_an_invalid_budget_selector_covers_nothing() -> None:
+    broken = budget("broken", {"matchExpressions": [{"key": "app", "operator": "Maybe"}]})
+    assert names(budget_groups([pod("a", app="x")], [broken])) == [["a"]]
