@@ -17,6 +17,7 @@ import json
 import os
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from pathlib import Path
@@ -72,7 +73,7 @@ def ready(obj: dict) -> bool:
     return any(c.get("type") == "Ready" and c.get("status") == "True" for c in (obj.get("status") or {}).get("conditions") or [])
 
 
-def setup(kube: KubeApi, namespace: str, node: str, spare: str) -> None:
+def setup(kube: KubeApi, namespace: str, node: str, spare: str, budgets: bool = True) -> None:
     pool = namespace
     kube.create("/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
     for name in (node, spare):
@@ -101,6 +102,8 @@ def setup(kube: KubeApi, namespace: str, node: str, spare: str) -> None:
                 },
             },
         )
+        if not budgets:
+            continue
         kube.create(
             f"/apis/policy/v1/namespaces/{namespace}/poddisruptionbudgets",
             {
@@ -119,7 +122,7 @@ def setup(kube: KubeApi, namespace: str, node: str, spare: str) -> None:
     wait_for(all_running, 300, f"{total} Pods Ready on {node}")
 
     def budgets_observed() -> bool:
-        for name, replicas, *_ in BATCHES:
+        for name, replicas, *_ in BATCHES if budgets else []:
             pdb = kube.get(f"/apis/policy/v1/namespaces/{namespace}/poddisruptionbudgets/{name}")
             status = pdb.get("status") or {}
             if status.get("observedGeneration") != pdb["metadata"]["generation"] or status.get("currentHealthy") != replicas:
@@ -128,6 +131,54 @@ def setup(kube: KubeApi, namespace: str, node: str, spare: str) -> None:
 
     wait_for(budgets_observed, 120, "PodDisruptionBudgets observed")
     kube.patch(f"/api/v1/nodes/{spare}", {"spec": {"unschedulable": None}})
+
+
+class DeletionClock:
+    """Watches the Node's Pods from the side: when each got its deletionTimestamp and when it was gone."""
+
+    def __init__(self, kube: KubeApi, node: str):
+        self.kube, self.node = kube, node
+        self.deleting: dict[str, float] = {}
+        self.gone: dict[str, float] = {}
+        self.labels: dict[str, str] = {}
+        self._stop = threading.Event()
+        listed = kube.request("GET", "/api/v1/pods", query={"fieldSelector": f"spec.nodeName={node}"})
+        self._version = listed["metadata"]["resourceVersion"]
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            for event in self.kube.watch("/api/v1/pods", field_selector=f"spec.nodeName={self.node}", resource_version=self._version, timeout=2):
+                pod = event["object"]
+                meta = pod["metadata"]
+                self._version = meta["resourceVersion"]
+                key = f"{meta['namespace']}/{meta['name']}"
+                self.labels[key] = (meta.get("labels") or {}).get("app", "")
+                if meta.get("deletionTimestamp"):
+                    self.deleting.setdefault(key, time.monotonic())
+                if event["type"] == "DELETED":
+                    self.gone[key] = time.monotonic()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=10)
+
+    def report(self) -> list[str]:
+        if not self.deleting:
+            return []
+        start = min(self.deleting.values())
+        lines = []
+        for name, replicas, grace, order, _budget in BATCHES:
+            keys = [key for key, app in self.labels.items() if app == name and key in self.deleting]
+            if not keys:
+                continue
+            first, last = min(self.deleting[k] for k in keys) - start, max(self.deleting[k] for k in keys) - start
+            gone = max(self.gone.get(k, float("nan")) for k in keys) - start
+            lines.append(
+                f"  order {order:>3}: {replicas} Pods, grace {grace} s - evictions accepted {first:5.1f} s to {last:5.1f} s, last Pod gone at {gone:5.1f} s"
+            )
+        return lines
 
 
 def run_module(kubeconfig: str, params: dict) -> tuple[dict, float]:
@@ -154,30 +205,37 @@ def run_module(kubeconfig: str, params: dict) -> tuple[dict, float]:
         raise SystemExit(f"machine_drain did not run: rc={proc.returncode}\n{proc.stdout}\n{proc.stderr}") from None
 
 
-def benchmark(kubeconfig: str, wait_sleep: int) -> int:
+def benchmark(kubeconfig: str, wait_sleep: int, budgets: bool = True) -> int:
     kube = api_from_kubeconfig(kubeconfig)
     suffix = uuid.uuid4().hex[:6]
     namespace, node, spare = f"bench-{suffix}", f"bench-{suffix}-drain", f"bench-{suffix}-spare"
     try:
         log(f"setting up {sum(b[1] for b in BATCHES)} Pods on {node} ...")
-        setup(kube, namespace, node, spare)
+        setup(kube, namespace, node, spare, budgets)
         rules = [
             {"name": f"order-{name}", "drain": {"behavior": "Drain", "order": order}, "pods": [{"selector": {"matchLabels": {"app": name}}}]}
             for name, _replicas, _grace, order, _budget in BATCHES
         ]
+        clock = DeletionClock(api_from_kubeconfig(kubeconfig), node)
         result, wall = run_module(kubeconfig, {"node": node, "rules": rules, "wait_sleep": wait_sleep, "wait_timeout": 600})
+        time.sleep(1)
+        clock.stop()
         if result.get("failed"):
             log(f"drain failed: {result.get('msg')}")
             return 1
         lower_bound = sum(grace for _name, _replicas, grace, _order, _budget in BATCHES)
         log("")
         log(f"Pods drained              {len(result['evicted'])} in {len(result['batches'])} batches (orders {[b['order'] for b in result['batches']]})")
-        log("PodDisruptionBudgets      " + ", ".join(f"{name} {budget}" for name, _r, _g, _o, budget in BATCHES))
+        described = ", ".join(f"{name} {budget}" for name, _r, _g, _o, budget in BATCHES) if budgets else "none (--without-budgets)"
+        log(f"PodDisruptionBudgets      {described}")
         log(f"wall time (module)        {result['elapsed_seconds']:.1f} s")
         log(f"wall time (ansible task)  {wall:.1f} s")
         log(f"lower bound               {lower_bound} s (sum over batches of the slowest Pod's grace period: {' + '.join(str(b[2]) for b in BATCHES)})")
         log(f"API requests              {result['api_requests']}")
         log(f"passes                    {result['passes']} (wait_sleep {wait_sleep} s)")
+        log("as seen by a watch on the Node's Pods (from the first eviction):")
+        for line in clock.report():
+            log(line)
         return 0
     finally:
         kube.delete(f"/api/v1/namespaces/{namespace}")
@@ -189,14 +247,16 @@ def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--kubeconfig", help="a running control plane (default: start a private one)")
     parser.add_argument("--wait-sleep", type=int, default=2, help="machine_drain wait_sleep (default 2, the module's default)")
+    parser.add_argument("--without-budgets", action="store_true", help="no PodDisruptionBudgets (to see what the budgets cost)")
     args = parser.parse_args(argv)
+    budgets = not args.without_budgets
     if args.kubeconfig:
-        return benchmark(args.kubeconfig, args.wait_sleep)
+        return benchmark(args.kubeconfig, args.wait_sleep, budgets)
     state_dir = REPO / ".tmp" / f"bench-{os.getpid()}"
     log("starting a private control plane ...")
     cluster_tool.up(state_dir, quiet=True)
     try:
-        return benchmark(str(state_dir / "kubeconfig"), args.wait_sleep)
+        return benchmark(str(state_dir / "kubeconfig"), args.wait_sleep, budgets)
     finally:
         cluster_tool.down(state_dir)
 

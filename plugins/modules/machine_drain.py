@@ -262,6 +262,7 @@ message:
     - While Pods remain, Cluster API's progress message - the Pods whose deletion is under way, the evictions that
       failed and why, the Pods waited for, and the Pods of the later batches.
     - Otherwise what happened, for example C(Node worker-3 drained).
+    - In check mode, the message the first pass would write.
   returned: always
   type: str
   sample: |-
