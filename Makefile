@@ -9,7 +9,7 @@ export ANSIBLE_COLLECTIONS_PATH := $(COLLECTIONS)
 export GOTOOLCHAIN := local
 
 .PHONY: help venv tools cluster-up cluster-down cluster-status lint ruff yamllint ansible-lint sanity \
-        unit integration test demo build bench clean
+        unit integration molecule test demo build bench clean
 
 help:
 	@echo "make demo          start the local control plane and delete a machine with the role"
@@ -60,7 +60,12 @@ unit: venv
 integration: venv tools
 	$(BIN)/pytest -q -p no:cacheprovider tests/integration
 
-test: lint sanity unit integration
+# The delete_machine role under molecule, with its idempotence step; the
+# scenario starts and stops its own control plane.
+molecule: venv tools
+	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/molecule test -s delete_machine
+
+test: lint sanity unit integration molecule
 
 demo: venv tools
 	$(BIN)/python hack/demo.py

@@ -56,6 +56,16 @@ CONTROLLERS = [
     "job",
     "root-ca-cert-publisher",
 ]
+AUDIT_POLICY = {
+    "apiVersion": "audit.k8s.io/v1",
+    "kind": "Policy",
+    "omitStages": ["RequestReceived", "ResponseStarted"],
+    "rules": [
+        {"level": "Metadata", "verbs": ["create"], "resources": [{"group": "", "resources": ["pods/eviction"]}]},
+        {"level": "Metadata", "verbs": ["delete"], "resources": [{"group": "", "resources": ["pods", "nodes"]}]},
+        {"level": "None"},
+    ],
+}
 COMPONENTS = ["etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok"]
 
 
@@ -315,6 +325,7 @@ def up(state_dir: Path, quiet: bool = False) -> dict:
     (state_dir / "certs").mkdir(parents=True)
     _openssl_keypair(state_dir)
     (state_dir / "tokens.csv").write_text(f'{ADMIN_TOKEN},admin,admin-uid,"system:masters"\n')
+    (state_dir / "audit-policy.json").write_text(json.dumps(AUDIT_POLICY))
     state: dict = {
         "bin_dir": str(bin_dir),
         "etcd_port": _free_port(),
@@ -359,6 +370,11 @@ def up(state_dir: Path, quiet: bool = False) -> dict:
             # The node-lifecycle controller is not run (it would evict pods from
             # simulated nodes), so nothing would lift the not-ready taint this adds.
             "--disable-admission-plugins=TaintNodesByCondition",
+            # Evictions and deletions are recorded, so tests can prove from the
+            # server's own log that no Pod was evicted twice.
+            f"--audit-policy-file={state_dir / 'audit-policy.json'}",
+            f"--audit-log-path={state_dir / 'audit.log'}",
+            "--audit-log-format=json",
             "--storage-media-type=application/vnd.kubernetes.protobuf",
             "--watch-cache=true",
             "--v=0",

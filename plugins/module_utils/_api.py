@@ -214,6 +214,9 @@ class KubeApi:
 
     def delete(self, path: str, body: dict | None = None, dry_run: bool = False) -> bool:
         """DELETE an object; ``False`` when it was already gone (404 is success)."""
+        if body is not None and dry_run:
+            # The server reads DeleteOptions from the body when there is one, ignoring the query.
+            body = {**body, "dryRun": ["All"]}
         try:
             self.request("DELETE", path, query={"dryRun": "All" if dry_run else None}, body=body)
         except ApiError as exc:

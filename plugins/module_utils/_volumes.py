@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ansible_collections.lifecycle.machine.plugins.module_utils._common import rfc3339
+from ansible_collections.lifecycle.machine.plugins.module_utils._drain import is_node_unreachable
 
 # How kubelet names a CSI volume in node.status.volumesAttached: the plugin name,
 # then "<driver>^<volumeHandle>".
@@ -47,14 +48,6 @@ def _get(obj: Any, *path: str) -> Any:
 
 def _namespaced(namespace: str | None, name: str | None) -> str:
     return f"{namespace or ''}/{name or ''}"
-
-
-def node_is_unreachable(node: dict | None) -> bool:
-    """True when the Node's Ready condition is ``Unknown`` (``False`` is reachable but not ready)."""
-    for condition in _get(node, "status", "conditions") or []:
-        if condition.get("type") == "Ready":
-            return condition.get("status") == "Unknown"
-    return False
 
 
 @dataclass
@@ -188,7 +181,7 @@ def volumes_to_wait_for(
     """
     if node is None:
         return VolumeWaitStatus(skipped=SKIP_NODE_GONE)
-    if node_is_unreachable(node):
+    if is_node_unreachable(node):
         # Nothing can detach from a Node whose kubelet does not answer.
         return VolumeWaitStatus(skipped=SKIP_NODE_UNREACHABLE)
 

@@ -1,6 +1,7 @@
 #!/usr/bin/python
 # Copyright: lifecycle.machine contributors
-# Apache License 2.0 (see LICENSE)
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
 
 from __future__ import annotations
 
@@ -13,9 +14,10 @@ description:
   - A hook holds a Machine's deletion at a gate (V(preDrain) or V(preTerminate)) until its owner removes it;
     V(preCreate) (OpenShift Machine API only) holds the creation of the instance.
   - On OpenShift Machine API Machines (C(machine.openshift.io/v1beta1)) the hook is an entry C({name, owner})
-    of C(spec.lifecycleHooks.<point>). On Cluster API Machines (C(cluster.x-k8s.io/v1beta1) or C(v1beta2))
-    it is the annotation C(pre-drain.delete.hook.machine.cluster.x-k8s.io/<name>: <owner>)
-    (or C(pre-terminate.delete.hook.machine.cluster.x-k8s.io/...)).
+    of C(spec.lifecycleHooks.<point>).
+  - "On Cluster API Machines (C(cluster.x-k8s.io/v1beta1) or C(v1beta2)) it is the annotation
+    C(pre-drain.delete.hook.machine.cluster.x-k8s.io/<name>: <owner>)
+    (or C(pre-terminate.delete.hook.machine.cluster.x-k8s.io/...))."
   - Never loses another writer's change. OpenShift hook lists are written with the Machine's
     C(resourceVersion) and rebuilt from a fresh read when the server reports a conflict;
     a Cluster API hook is one annotation key, which a patch of that key cannot clobber.
@@ -27,7 +29,7 @@ description:
     instead of reporting success. In check mode the write is sent as a server-side dry run, so this is found
     without changing anything.
 author:
-  - lifecycle.machine maintainers
+  - lifecycle.machine maintainers (@lifecycle-machine)
 attributes:
   check_mode:
     support: full
@@ -38,6 +40,7 @@ attributes:
   platform:
     support: full
     platforms: kubernetes
+    description: Talks to the Kubernetes API from the controller.
 options:
   name:
     description:
@@ -74,8 +77,8 @@ requirements:
   - python >= 3.11
   - kubernetes >= 24.2.0
 notes:
-  - A Cluster API Machine is blocked by any annotation that starts with the hook prefix, whatever its value; this
-    module writes the recommended C(<prefix>/<name>: <owner>) form.
+  - "A Cluster API Machine is blocked by any annotation that starts with the hook prefix, whatever its value; this
+    module writes the recommended C(<prefix>/<name>: <owner>) form."
 seealso:
   - module: lifecycle.machine.machine_info
   - name: OpenShift machine deletion hooks
@@ -191,6 +194,29 @@ def _stored(flavour, machine, hook):
     return found is not None and found.owner == owner if state == "present" else found is None
 
 
+class HookChange:
+    """Builds the patch for one hook from the freshest Machine, remembering
+    what it found (the action and the hooks before)."""
+
+    def __init__(self, flavour, hook):
+        self.flavour = flavour
+        self.hook = hook
+        self.action = "none"
+        self.before = {}
+
+    def patch(self, current):
+        point, name, owner, state = self.hook
+        errors = _refusals(current, point, name, owner, state)
+        if errors:  # the Machine changed under us (for example, it is now being deleted)
+            verb = "add" if state == "present" else "remove"
+            raise MachineError(f"Cannot {verb} {point} hook {name} on Machine {machine_label(current)}: {'; '.join(errors)}")
+        self.action = _action(current, point, name, owner, state)
+        self.before = hooks_summary(self.flavour.hooks(current))
+        if self.action == "none":
+            return None
+        return self.flavour.hook_patch(current, point, name, owner if state == "present" else None)
+
+
 def manage_hook(api, params, check_mode):
     point, name, owner, state = params["point"], params["name"], params["owner"], params["state"]
     if state == "present" and not owner:
@@ -208,23 +234,12 @@ def manage_hook(api, params, check_mode):
     results, before, after = [], {}, {}
     for machine in machines:
         flavour = flavour_for(machine)
-        actions = {}
-
-        def build(current, flavour=flavour, actions=actions):
-            errors = _refusals(current, point, name, owner, state)
-            if errors:  # the Machine changed under us (for example, it is now being deleted)
-                raise MachineError(f"Cannot {verb} {point} hook {name} on Machine {machine_label(current)}: {'; '.join(errors)}")
-            actions["action"] = _action(current, point, name, owner, state)
-            actions["before"] = hooks_summary(flavour.hooks(current))
-            if actions["action"] == "none":
-                return None
-            return flavour.hook_patch(current, point, name, owner if state == "present" else None)
-
+        change = HookChange(flavour, (point, name, owner, state))
         # A schema without the field prunes an OpenShift hook silently, and even
         # that no-op write would touch the Machine: try it as a dry run first.
         rehearse = flavour.name == OPENSHIFT and state == "present" and not check_mode
         for dry_run in (True, False) if rehearse else (check_mode,):
-            updated, patch = update_with_retry(api, machine, build, dry_run=dry_run)
+            updated, patch = update_with_retry(api, machine, change.patch, dry_run=dry_run)
             if patch is not None and not _stored(flavour, updated, (point, name, owner, state)):
                 raise MachineError(
                     f"The API server dropped {point} hook {name} on Machine {machine_label(machine)}: the Machine schema of this cluster "
@@ -234,14 +249,14 @@ def manage_hook(api, params, check_mode):
         hooks = hooks_summary(flavour.hooks(updated))
         changed = patch is not None
         if changed:
-            before[key], after[key] = actions["before"], hooks
+            before[key], after[key] = change.before, hooks
         results.append(
             {
                 "name": updated["metadata"]["name"],
                 "namespace": updated["metadata"].get("namespace"),
                 "api_version": updated["apiVersion"],
                 "flavour": flavour.name,
-                "action": actions["action"],
+                "action": change.action,
                 "changed": changed,
                 "hooks": hooks,
             }

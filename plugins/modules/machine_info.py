@@ -1,6 +1,7 @@
 #!/usr/bin/python
 # Copyright: lifecycle.machine contributors
-# Apache License 2.0 (see LICENSE)
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
 
 from __future__ import annotations
 
@@ -16,16 +17,18 @@ description:
     so the wait ends as soon as the change lands (for example the moment the last hook of a point is removed).
     This is what a hook-implementing controller uses to know when to act.
 author:
-  - lifecycle.machine maintainers
+  - lifecycle.machine maintainers (@lifecycle-machine)
 attributes:
   check_mode:
     support: full
     description: Reads only; runs the same in check mode.
   diff_mode:
     support: none
+    description: Changes nothing, so there is nothing to show.
   platform:
     support: full
     platforms: kubernetes
+    description: Talks to the Kubernetes API from the controller.
 options:
   wait:
     description:
@@ -36,7 +39,7 @@ options:
     description:
       - What to wait for.
       - V(drainable) - no preDrain hook is left.
-      - V(drained) - the drain step is finished (recorded by the Machine's conditions: OpenShift C(Drained=True);
+      - V(drained) - the drain step is finished, as the Machine's conditions record it (OpenShift C(Drained=True);
         Cluster API C(DrainingSucceeded=True), or a C(Deleting) reason past the drain when the drain was skipped).
       - V(terminable) - no preTerminate hook is left.
       - V(creatable) - no preCreate hook is left.
@@ -59,6 +62,8 @@ requirements:
   - kubernetes >= 24.2.0
 notes:
   - With neither O(machine) nor O(label_selectors), every Machine of O(namespace) (or of the cluster) is read.
+  - A Machine named by O(machine) that does not exist is not an error - RV(machines) is empty - and with O(wait=true)
+    it satisfies every O(wait_for) state (it is reported with RV(machines[].exists=false)).
 seealso:
   - module: lifecycle.machine.machine_hook
 """
@@ -131,8 +136,9 @@ machines:
       description: The Cluster API Cluster the Machine belongs to.
       type: str
     hooks:
-      description: Hooks per point (C(preDrain), C(preTerminate), and C(preCreate) on OpenShift), each with C(name), C(owner) and,
-        on Cluster API, the C(annotation) key.
+      description:
+        - Hooks per point (C(preDrain), C(preTerminate), and C(preCreate) on OpenShift), each with C(name), C(owner) and,
+          on Cluster API, the C(annotation) key.
       type: dict
       sample: {"preDrain": [{"name": "etcd", "owner": "etcd-guard"}], "preTerminate": []}
     gates:
@@ -214,14 +220,18 @@ def reached(state):
 
 
 def read_machines(api, params):
-    # Waiting for a Machine to be gone that is already gone is done at once.
-    named = params["wait"] and params["wait_for"] == "deleted" and params["machine"] and params["namespace"]
-    if named and get_machine(api, params["namespace"], params["machine"], params["api_version"]) is None:
-        gone = {"name": params["machine"], "namespace": params["namespace"], "api_version": params["api_version"], "exists": False}
-        return {"changed": False, "machines": [gone], "waited": 0.0}
-    machines = select_machines(
-        api, namespace=params["namespace"], name=params["machine"], label_selectors=params["label_selectors"], api_version=params["api_version"]
-    )
+    if params["machine"]:
+        # Like other info modules, a Machine that does not exist is not an error:
+        # it is reported as absent, and it has passed every gate a wait could ask for.
+        if not params["namespace"]:
+            raise MachineError(f"namespace is required to find Machine {params['machine']}")
+        machine = get_machine(api, params["namespace"], params["machine"], params["api_version"])
+        if machine is None:
+            gone = {"name": params["machine"], "namespace": params["namespace"], "api_version": params["api_version"], "exists": False}
+            return {"changed": False, "machines": [gone] if params["wait"] else [], **({"waited": 0.0} if params["wait"] else {})}
+        machines = [machine]
+    else:
+        machines = select_machines(api, namespace=params["namespace"], label_selectors=params["label_selectors"], api_version=params["api_version"])
     if not params["wait"]:
         return {"changed": False, "machines": [describe(m) for m in machines]}
     started = time.monotonic()

@@ -260,3 +260,30 @@ def run_playbook(kubeconfig: str) -> Callable[..., subprocess.CompletedProcess]:
         return subprocess.run(command, capture_output=True, text=True, env=env, timeout=timeout, check=False)
 
     return _run
+
+
+@pytest.fixture(scope="session")
+def audit_events(kubeconfig: str) -> Callable[..., list[dict]]:
+    """The API server's own audit log (evictions, Pod and Node deletions; see
+    hack/cluster.py): ``audit_events(namespace=..., subresource="eviction")``."""
+    path = Path(kubeconfig).parent / "audit.log"
+    if not path.exists():
+        pytest.skip("this control plane keeps no audit log")
+
+    def _read(namespace: str | None = None, resource: str | None = None, subresource: str | None = None, verb: str | None = None) -> list[dict]:
+        events = []
+        for line in path.read_text().splitlines():
+            event = json.loads(line)
+            ref = event.get("objectRef") or {}
+            if namespace and ref.get("namespace") != namespace:
+                continue
+            if resource and ref.get("resource") != resource:
+                continue
+            if subresource is not None and ref.get("subresource", "") != subresource:
+                continue
+            if verb and event.get("verb") != verb:
+                continue
+            events.append(event)
+        return events
+
+    return _read

@@ -11,7 +11,6 @@ from ansible_collections.lifecycle.machine.plugins.module_utils._volumes import 
     attached_volumes,
     claims_of_pods,
     names_to_string,
-    node_is_unreachable,
     unique_volume_name,
     volume_detach_message,
     volumes_to_wait_for,
@@ -267,25 +266,6 @@ def test_not_ready_node_is_still_waited_for():
     status = volumes_to_wait_for(node(csi_name("vol-1"), ready="False"), [], [pv("pv-a", "vol-1", "ns/a")], [])
     assert status.waiting
     assert status.skipped is None
-
-
-@pytest.mark.parametrize(
-    ("conditions", "expected"),
-    [
-        ([{"type": "Ready", "status": "Unknown"}], True),
-        ([{"type": "Ready", "status": "False"}], False),
-        ([{"type": "Ready", "status": "True"}], False),
-        ([{"type": "NetworkUnavailable", "status": "Unknown"}], False),
-        ([], False),
-    ],
-)
-def test_node_is_unreachable_only_when_ready_is_unknown(conditions, expected):
-    assert node_is_unreachable({"status": {"conditions": conditions}}) is expected
-
-
-def test_node_without_status_is_reachable():
-    assert node_is_unreachable({"metadata": {"name": NODE}}) is False
-    assert node_is_unreachable(None) is False
 
 
 # --- message ----------------------------------------------------------------------------------------

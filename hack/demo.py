@@ -1,0 +1,307 @@
+"""`make demo`: delete a Machine through its gates on the local control plane.
+
+Starts the control plane (unless `make cluster-up` already did), builds a
+small simulated cluster of both Machine flavours, puts a preDrain and a
+preTerminate hook on one Cluster API Machine, starts a small hook-implementing
+playbook beside it (hack/demo/hook_controller.yml) and deletes the Machine with
+the delete_machine role. A timeline read from the API shows each gate hold and
+release and the drain go batch by batch; then the OpenShift Machine is deleted
+with simulated provider tasks.
+
+    python3 hack/demo.py [--keep]     --keep leaves the control plane running
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "hack"))
+
+import cluster as cluster_tool
+
+sys.path.insert(0, str(cluster_tool.collections_root()))
+
+from ansible_collections.lifecycle.machine.plugins.module_utils._api import KubeApi, api_from_kubeconfig
+
+NS = "demo"
+OCP_NS = "openshift-machine-api"
+CAPI = "cluster.x-k8s.io/v1beta2"
+VICTIM = "demo-md-0-a"
+GRACE = 3
+START = time.monotonic()
+
+
+def say(text: str) -> None:
+    print(f"[{time.monotonic() - START:6.1f}s] {text}", flush=True)
+
+
+def node(name: str) -> dict:
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": name, "annotations": {"kwok.x-k8s.io/node": "fake"}, "labels": {"kubernetes.io/hostname": name, "pool": "demo"}},
+    }
+
+
+def capi_machine(name: str, labels: dict, annotations: dict | None = None) -> dict:
+    return {
+        "apiVersion": CAPI,
+        "kind": "Machine",
+        "metadata": {"name": name, "labels": {"cluster.x-k8s.io/cluster-name": "demo", **labels}, "annotations": annotations or {}},
+        "spec": {
+            "clusterName": "demo",
+            "bootstrap": {"configRef": {"apiGroup": "bootstrap.cluster.x-k8s.io", "kind": "FakeBootstrapConfig", "name": name}},
+            "infrastructureRef": {"apiGroup": "infrastructure.cluster.x-k8s.io", "kind": "FakeMachine", "name": name},
+        },
+    }
+
+
+def workload(name: str, replicas: int, labels: dict, node_name: str | None = None) -> dict:
+    spec: dict = {"terminationGracePeriodSeconds": GRACE, "containers": [{"name": name, "image": f"registry.invalid/{name}:1"}]}
+    if node_name:
+        spec["nodeName"] = node_name
+    else:
+        spec["nodeSelector"] = {"pool": "demo"}
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": name},
+        "spec": {"replicas": replicas, "selector": {"matchLabels": {"app": name}}, "template": {"metadata": {"labels": {"app": name, **labels}}, "spec": spec}},
+    }
+
+
+def build(kube: KubeApi) -> None:
+    cluster_tool.set_capi_generation(cluster_tool.state_from_kubeconfig(KUBECONFIG), "v1beta2")
+    for namespace in (NS, OCP_NS):
+        if kube.get(f"/api/v1/namespaces/{namespace}") is None:
+            kube.create("/api/v1/namespaces", {"metadata": {"name": namespace}})
+    for name in ("demo-cp-0", "demo-md-0-a", "demo-md-0-b", "ocp-worker-0"):
+        if kube.get(f"/api/v1/nodes/{name}") is None:
+            kube.create("/api/v1/nodes", node(name))
+    base = f"/apis/cluster.x-k8s.io/v1beta2/namespaces/{NS}"
+    kube.create(f"{base}/clusters", {"apiVersion": CAPI, "kind": "Cluster", "metadata": {"name": "demo"}})
+    hooks = {
+        "pre-drain.delete.hook.machine.cluster.x-k8s.io/backup": "demo-hook-controller",
+        "pre-terminate.delete.hook.machine.cluster.x-k8s.io/flush-logs": "demo-hook-controller",
+    }
+    for name, labels, machine_annotations in (
+        ("demo-cp-0", {"cluster.x-k8s.io/control-plane": ""}, None),
+        (VICTIM, {"cluster.x-k8s.io/deployment-name": "md-0"}, hooks),
+        ("demo-md-0-b", {"cluster.x-k8s.io/deployment-name": "md-0"}, None),
+    ):
+        for group, kind, plural in (("infrastructure", "FakeMachine", "fakemachines"), ("bootstrap", "FakeBootstrapConfig", "fakebootstrapconfigs")):
+            body = {"apiVersion": f"{group}.cluster.x-k8s.io/v1beta1", "kind": kind, "metadata": {"name": name}}
+            kube.create(f"/apis/{group}.cluster.x-k8s.io/v1beta1/namespaces/{NS}/{plural}", body)
+        kube.create(f"{base}/machines", capi_machine(name, labels, machine_annotations))
+        kube.patch(f"{base}/machines/{name}", {"status": {"nodeRef": {"name": name}, "phase": "Running"}}, subresource_status=True)
+    ocp = {
+        "apiVersion": "machine.openshift.io/v1beta1",
+        "kind": "Machine",
+        "metadata": {"name": "ocp-worker-0", "labels": {"machine.openshift.io/cluster-api-machine-role": "worker"}},
+        "spec": {"providerSpec": {"value": {"kind": "FakeProviderSpec"}}},
+    }
+    ocp_path = f"/apis/machine.openshift.io/v1beta1/namespaces/{OCP_NS}/machines"
+    kube.create(ocp_path, ocp)
+    kube.patch(f"{ocp_path}/ocp-worker-0", {"status": {"nodeRef": {"kind": "Node", "name": "ocp-worker-0"}, "phase": "Running"}}, subresource_status=True)
+    kube.create(f"/api/v1/namespaces/{OCP_NS}/configmaps", {"metadata": {"name": "instance-ocp-worker-0"}, "data": {"state": "running"}})
+
+    apps = f"/apis/apps/v1/namespaces/{NS}"
+    kube.create(f"{apps}/deployments", workload("web", 4, {}))
+    kube.create(
+        f"/apis/policy/v1/namespaces/{NS}/poddisruptionbudgets",
+        {"metadata": {"name": "web"}, "spec": {"minAvailable": 3, "selector": {"matchLabels": {"app": "web"}}}},
+    )
+    kube.create(f"{apps}/deployments", workload("storage", 1, {"role": "storage"}, VICTIM))
+    kube.create(f"{apps}/deployments", workload("monitoring", 1, {"cluster.x-k8s.io/drain": "skip"}, VICTIM))
+    kube.create(
+        f"{apps}/daemonsets",
+        {
+            "metadata": {"name": "node-agent"},
+            "spec": {
+                "selector": {"matchLabels": {"app": "node-agent"}},
+                "template": {"metadata": {"labels": {"app": "node-agent"}}, "spec": {"containers": [{"name": "agent", "image": "registry.invalid/agent:1"}]}},
+            },
+        },
+    )
+    kube.create(
+        f"/apis/cluster.x-k8s.io/v1beta2/namespaces/{NS}/machinedrainrules",
+        {
+            "apiVersion": CAPI,
+            "kind": "MachineDrainRule",
+            "metadata": {"name": "storage-last"},
+            "spec": {"drain": {"behavior": "Drain", "order": 100}, "pods": [{"selector": {"matchLabels": {"role": "storage"}}}]},
+        },
+    )
+
+
+def pods_on(kube: KubeApi, node_name: str) -> list[dict]:
+    return kube.list("/api/v1/pods", field_selector=f"spec.nodeName={node_name}")
+
+
+def wait_ready(kube: KubeApi) -> None:
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        pods = kube.list(f"/api/v1/namespaces/{NS}/pods")
+        ready = [p for p in pods if any(c["type"] == "Ready" and c["status"] == "True" for c in (p.get("status") or {}).get("conditions") or [])]
+        pdb = kube.get(f"/apis/policy/v1/namespaces/{NS}/poddisruptionbudgets/web") or {}
+        if len(ready) >= 4 + 1 + 1 + 4 and (pdb.get("status") or {}).get("disruptionsAllowed") == 1:
+            return
+        time.sleep(0.5)
+    raise SystemExit("the demo workloads did not become ready")
+
+
+class Timeline(threading.Thread):
+    """Prints what happens to the victim Machine, its Node's pods and its infrastructure."""
+
+    def __init__(self, kube: KubeApi, path: str, node_name: str, infra: list[str]):
+        super().__init__(daemon=True)
+        self.kube, self.path, self.node, self.infra = kube, path, node_name, infra
+        self.stop = threading.Event()
+        self.conditions: dict = {}
+        self.pods: dict = {}
+        self.hooks: list | None = None
+        self.gone: set = set()
+
+    def run(self) -> None:
+        while not self.stop.is_set():
+            self.machine_changes()
+            self.pod_changes()
+            for path in [*self.infra, f"/api/v1/nodes/{self.node}"]:
+                if path not in self.gone and self.kube.get(path) is None:
+                    self.gone.add(path)
+                    say(f"{path.split('/')[-2][:-1]} {path.rsplit('/', 1)[1]} deleted")
+            time.sleep(0.3)
+
+    def machine_changes(self) -> None:
+        machine = self.kube.get(self.path)
+        if machine is None:
+            if self.path not in self.gone:
+                self.gone.add(self.path)
+                say(f"Machine {self.path.rsplit('/', 1)[1]} is gone (released)")
+            return
+        for condition in (machine.get("status") or {}).get("conditions") or []:
+            key = (condition.get("status"), condition.get("reason"), condition.get("message"))
+            if self.conditions.get(condition["type"]) != key:
+                self.conditions[condition["type"]] = key
+                message = (condition.get("message") or "").replace("\n", "\n" + " " * 12)
+                say(f"condition {condition['type']}={condition.get('status')} {condition.get('reason', '')}: {message}")
+        hooks = sorted(k.split("/", 1)[1] for k in (machine["metadata"].get("annotations") or {}) if ".delete.hook.machine.cluster.x-k8s.io" in k)
+        if self.hooks != hooks:
+            self.hooks = hooks
+            say(f"hooks on the Machine: {', '.join(hooks) or 'none'}")
+
+    def pod_changes(self) -> None:
+        current = {f"{p['metadata']['namespace']}/{p['metadata']['name']}": p for p in pods_on(self.kube, self.node)}
+        for key, pod in current.items():
+            if pod["metadata"].get("deletionTimestamp") and self.pods.get(key) != "terminating":
+                self.pods[key] = "terminating"
+                say(f"evicted {key} (terminating, grace {pod['metadata'].get('deletionGracePeriodSeconds')}s)")
+            self.pods.setdefault(key, "running")
+        for key, state in list(self.pods.items()):
+            if key not in current and state != "gone":
+                self.pods[key] = "gone"
+                say(f"{key} is gone from the Node")
+
+
+def ansible_env() -> dict:
+    env = dict(os.environ)
+    env.update(
+        {
+            "ANSIBLE_COLLECTIONS_PATH": str(cluster_tool.collections_root()),
+            "K8S_AUTH_KUBECONFIG": str(KUBECONFIG),
+            "ANSIBLE_LOCALHOST_WARNING": "false",
+            "ANSIBLE_INVENTORY_UNPARSED_WARNING": "false",
+            "ANSIBLE_PYTHON_INTERPRETER": sys.executable,
+            "ANSIBLE_DISPLAY_SKIPPED_HOSTS": "false",
+        }
+    )
+    return env
+
+
+def playbook(name: str, extra: dict, prefix: str) -> subprocess.Popen:
+    command = [str(Path(sys.executable).parent / "ansible-playbook"), "-i", "localhost,", "-c", "local", name, "-e", json.dumps(extra)]
+    proc = subprocess.Popen(command, cwd=REPO, env=ansible_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+    def pump() -> None:
+        for raw in proc.stdout:
+            line = raw.rstrip()
+            if line.startswith(("TASK [", "PLAY RECAP", "fatal", "failed", "changed:", "ok:")) or "msg" in line:
+                say(f"{prefix} {line}")
+
+    threading.Thread(target=pump, daemon=True).start()
+    return proc
+
+
+def main(argv: list[str]) -> int:
+    global KUBECONFIG  # noqa: PLW0603
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--keep", action="store_true", help="leave the control plane running")
+    args = parser.parse_args(argv)
+    state_dir = REPO / ".cluster"
+    started_here = not cluster_tool.is_running(state_dir)
+    say("starting the local control plane (etcd, kube-apiserver, controllers, scheduler, kwok)" if started_here else "using the running control plane")
+    cluster_tool.up(state_dir, quiet=True)
+    KUBECONFIG = state_dir / "kubeconfig"
+    kube = api_from_kubeconfig(str(KUBECONFIG))
+    try:
+        if kube.get(f"/api/v1/namespaces/{NS}") is not None:
+            raise SystemExit("the demo already ran on this control plane: `make cluster-down` and run it again")
+        say("building a simulated cluster: 3 Cluster API Machines (v1beta2), 1 OpenShift Machine, kwok Nodes, workloads")
+        build(kube)
+        wait_ready(kube)
+        say(f"on Node {VICTIM}: " + ", ".join(sorted(p["metadata"]["name"].rsplit("-", 2)[0] for p in pods_on(kube, VICTIM))))
+        say("web (4 replicas) has a PodDisruptionBudget minAvailable 3; storage is ordered last by MachineDrainRule storage-last (order 100);")
+        say("monitoring carries cluster.x-k8s.io/drain=skip; node-agent is a DaemonSet")
+        machine_path = f"/apis/cluster.x-k8s.io/v1beta2/namespaces/{NS}/machines/{VICTIM}"
+        infra = [
+            f"/apis/infrastructure.cluster.x-k8s.io/v1beta1/namespaces/{NS}/fakemachines/{VICTIM}",
+            f"/apis/bootstrap.cluster.x-k8s.io/v1beta1/namespaces/{NS}/fakebootstrapconfigs/{VICTIM}",
+        ]
+        timeline = Timeline(kube, machine_path, VICTIM, infra)
+        timeline.start()
+        controller = playbook("hack/demo/hook_controller.yml", {"demo_machine": VICTIM, "demo_namespace": NS}, "[hook-controller]")
+        time.sleep(1)
+        say(f"deleting Machine {NS}/{VICTIM} with the delete_machine role (playbooks/delete_machine.yml)")
+        deletion = playbook("playbooks/delete_machine.yml", {"machine_name": VICTIM, "machine_namespace": NS, "drain_timeout": 600}, "[delete_machine]")
+        deletion.wait()
+        controller.wait()
+        time.sleep(1)
+        timeline.stop.set()
+        if deletion.returncode != 0:
+            say("the deletion failed")
+            return 1
+        say(f"Machine {VICTIM} is deleted; web is back to 4 replicas on the other Nodes behind its budget")
+
+        say("deleting OpenShift Machine openshift-machine-api/ocp-worker-0; its instance is terminated by provider tasks")
+        ocp = playbook(
+            "playbooks/delete_machine.yml",
+            {"machine_name": "ocp-worker-0", "machine_namespace": OCP_NS, "provider_tasks": str(REPO / "hack/demo/tasks/provider.yml")},
+            "[delete_machine]",
+        )
+        ocp.wait()
+        if ocp.returncode != 0:
+            say("the OpenShift deletion failed")
+            return 1
+        say("ocp-worker-0: instance terminated, Node deleted, Machine released")
+        say("running the deletion again changes nothing:")
+        again = playbook("playbooks/delete_machine.yml", {"machine_name": VICTIM, "machine_namespace": NS}, "[delete_machine]")
+        again.wait()
+        return again.returncode
+    finally:
+        if started_here and not args.keep:
+            cluster_tool.down(state_dir)
+            say("control plane stopped")
+
+
+KUBECONFIG = Path()
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,161 @@
+#!/usr/bin/python
+# Copyright: lifecycle.machine contributors
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+module: machine_mark_for_deletion
+short_description: Start the deletion of OpenShift and Cluster API Machines, held by the flavour's finalizer
+version_added: 0.1.0
+description:
+  - The first step of a Machine deletion (step 1 of the workflow the C(lifecycle.machine.delete_machine) role runs).
+  - Makes sure the flavour's finalizer (C(machine.machine.openshift.io) or C(machine.cluster.x-k8s.io)) is on the Machine,
+    then deletes it, so that the API server only sets C(metadata.deletionTimestamp) and the Machine stays until
+    M(lifecycle.machine.machine_terminate) releases it after the preDrain gate, the drain, the preTerminate gate
+    and the termination.
+  - The finalizer is added with the Machine's C(resourceVersion) (refused and retried if anyone wrote in between), and the
+    delete is made with a UID precondition, so a Machine re-created under the same name is never deleted by mistake.
+  - A Machine already marked for deletion, or already gone, is left as it is.
+author:
+  - lifecycle.machine maintainers (@lifecycle-machine)
+attributes:
+  check_mode:
+    support: full
+    description: Sends both writes as server-side dry runs.
+  diff_mode:
+    support: full
+    description: Shows each changed Machine's finalizers and deletion state before and after.
+  platform:
+    support: full
+    platforms: kubernetes
+    description: Talks to the Kubernetes API from the controller.
+options: {}
+extends_documentation_fragment:
+  - kubernetes.core.k8s_auth_options
+  - lifecycle.machine.machines
+requirements:
+  - python >= 3.11
+  - kubernetes >= 24.2.0
+notes:
+  - Once a Machine is marked for deletion its finalizer cannot be added any more (the API server forbids new finalizers on
+    an object being deleted); a Machine marked for deletion by someone else without the finalizer is reported in
+    RV(machines[].held=false).
+seealso:
+  - module: lifecycle.machine.machine_drain
+  - module: lifecycle.machine.machine_terminate
+"""
+
+EXAMPLES = r"""
+- name: Start deleting a worker Machine
+  lifecycle.machine.machine_mark_for_deletion:
+    machine: worker-1
+    namespace: openshift-machine-api
+"""
+
+RETURN = r"""
+machines:
+  description: One entry per chosen Machine.
+  returned: always
+  type: list
+  elements: dict
+  contains:
+    name:
+      description: Machine name.
+      type: str
+    namespace:
+      description: Machine namespace.
+      type: str
+    api_version:
+      description: The API the Machine was read from.
+      type: str
+    flavour:
+      description: V(openshift) or V(clusterapi).
+      type: str
+    action:
+      description: V(marked) (finalizer ensured and deletion started), V(already_deleting), or V(absent).
+      type: str
+    finalizer_added:
+      description: Whether the flavour's finalizer had to be added.
+      type: bool
+    held:
+      description: Whether the flavour's finalizer holds the Machine in the API while it is deleted.
+      type: bool
+    deletion_timestamp:
+      description: C(metadata.deletionTimestamp) after the call (a prediction in check mode may be empty).
+      type: str
+"""
+
+from ansible_collections.lifecycle.machine.plugins.module_utils._common import machine_argument_spec, new_module, run
+from ansible_collections.lifecycle.machine.plugins.module_utils._flavour import flavour_for, is_deleting
+from ansible_collections.lifecycle.machine.plugins.module_utils._machines import get_machine, machine_path, select_machines, update_with_retry
+
+
+def _with_finalizer(flavour):
+    def build(current):
+        finalizers = list(current["metadata"].get("finalizers") or [])
+        if flavour.finalizer in finalizers or is_deleting(current):
+            return None
+        return {"metadata": {"resourceVersion": current["metadata"]["resourceVersion"], "finalizers": [*finalizers, flavour.finalizer]}}
+
+    return build
+
+
+def _state(machine, flavour):
+    meta = machine["metadata"]
+    return {"deleting": is_deleting(machine), "finalizers": list(meta.get("finalizers") or []), "held": flavour.finalizer in (meta.get("finalizers") or [])}
+
+
+def mark(api, machine, check_mode):
+    flavour = flavour_for(machine)
+    entry = {"name": machine["metadata"]["name"], "namespace": machine["metadata"]["namespace"], "api_version": machine["apiVersion"], "flavour": flavour.name}
+    before = _state(machine, flavour)
+    if before["deleting"]:
+        return {**entry, "action": "already_deleting", "finalizer_added": False, "held": before["held"], "changed": False}, None
+    updated, patch = update_with_retry(api, machine, _with_finalizer(flavour), dry_run=check_mode)
+    body = {"apiVersion": "v1", "kind": "DeleteOptions", "preconditions": {"uid": machine["metadata"]["uid"]}}
+    deleted = api.delete(machine_path(machine), body=body, dry_run=check_mode)
+    if not deleted:
+        return {**entry, "action": "absent", "finalizer_added": False, "held": False, "changed": patch is not None}, None
+    after = {"deleting": True, "finalizers": list(updated["metadata"].get("finalizers") or []), "held": True}
+    current = api.get(machine_path(machine)) or {}
+    timestamp = (current.get("metadata") or {}).get("deletionTimestamp")
+    result = {**entry, "action": "marked", "finalizer_added": patch is not None, "held": True, "changed": True, "deletion_timestamp": timestamp}
+    return result, (before, after)
+
+
+def mark_for_deletion(api, params, check_mode):
+    if params["machine"] and params["namespace"] and get_machine(api, params["namespace"], params["machine"], params["api_version"]) is None:
+        # Already gone: deleting it again is done (a re-run after the Machine went).
+        absent = {"name": params["machine"], "namespace": params["namespace"], "api_version": params["api_version"], "action": "absent"}
+        return {"changed": False, "machines": [{**absent, "finalizer_added": False, "held": False}]}
+    machines = select_machines(
+        api, namespace=params["namespace"], name=params["machine"], label_selectors=params["label_selectors"], api_version=params["api_version"]
+    )
+    results, before, after = [], {}, {}
+    for machine in machines:
+        entry, diff = mark(api, machine, check_mode)
+        results.append(entry)
+        if diff:
+            key = f"{entry['namespace']}/{entry['name']}"
+            before[key], after[key] = diff
+    changes = [r.pop("changed") for r in results]
+    result = {"changed": any(changes), "machines": results}
+    if before:
+        result["diff"] = {"before": before, "after": after}
+    return result
+
+
+def main():
+    module = new_module(
+        machine_argument_spec(),
+        supports_check_mode=True,
+        mutually_exclusive=[("machine", "label_selectors")],
+        required_one_of=[("machine", "label_selectors")],
+    )
+    run(module, lambda api: mark_for_deletion(api, module.params, module.check_mode))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,295 @@
+"""The delete_machine role (playbooks/delete_machine.yml) on the real control
+plane, for OpenShift, Cluster API v1beta1-only and Cluster API v1beta2.
+
+A recorder thread reads the API every 0.2 s and notes when each Pod got its
+deletionTimestamp, when hooks went and when the Node and infrastructure went;
+the assertions compare those times. The API server's audit log proves that no
+Pod was evicted twice across killed and restarted runs."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from collections import Counter
+from pathlib import Path
+
+import pytest
+from conftest import REPO, ansible_env, machine_collection
+from khelpers import wait_for
+
+from ansible_collections.lifecycle.machine.plugins.module_utils._api import KubeApi
+
+PLAYBOOK = REPO / "playbooks" / "delete_machine.yml"
+PROVIDER_TASKS = REPO / "hack" / "demo" / "tasks" / "provider.yml"
+PREFIX = {"preDrain": "pre-drain.delete.hook.machine.cluster.x-k8s.io", "preTerminate": "pre-terminate.delete.hook.machine.cluster.x-k8s.io"}
+
+
+class Victim:
+    """A Machine of the current flavour on its own kwok Node, with two web Pods
+    behind a PodDisruptionBudget on that Node and a spare Node to move to."""
+
+    def __init__(self, kube: KubeApi, flavour: str, namespace: str, name: str, node: str):
+        self.kube, self.flavour, self.namespace, self.name, self.node = kube, flavour, namespace, name, node
+        self.path = f"{machine_collection(flavour, namespace)}/{name}"
+
+    @property
+    def infra_paths(self) -> list[str]:
+        if self.flavour == "openshift":
+            return [f"/api/v1/namespaces/{self.namespace}/configmaps/instance-{self.name}"]
+        return [
+            f"/apis/infrastructure.cluster.x-k8s.io/v1beta1/namespaces/{self.namespace}/fakemachines/{self.name}",
+            f"/apis/bootstrap.cluster.x-k8s.io/v1beta1/namespaces/{self.namespace}/fakebootstrapconfigs/{self.name}",
+        ]
+
+    def hooks(self, point: str) -> list[str]:
+        machine = self.kube.get(self.path)
+        if machine is None:
+            return []
+        if self.flavour == "openshift":
+            return [h["name"] for h in (machine["spec"].get("lifecycleHooks") or {}).get(point) or []]
+        return [k for k in (machine["metadata"].get("annotations") or {}) if k.startswith(PREFIX[point])]
+
+    def remove_hook(self, point: str, name: str) -> None:
+        machine = self.kube.get(self.path)
+        if self.flavour == "openshift":
+            kept = [h for h in machine["spec"]["lifecycleHooks"][point] if h["name"] != name]
+            version = machine["metadata"]["resourceVersion"]
+            self.kube.patch(self.path, {"metadata": {"resourceVersion": version}, "spec": {"lifecycleHooks": {point: kept or None}}})
+        else:
+            self.kube.patch(self.path, {"metadata": {"annotations": {f"{PREFIX[point]}/{name}": None}}})
+
+    def web_pods(self) -> list[dict]:
+        return self.kube.list(f"/api/v1/namespaces/{self.namespace}/pods", label_selector="app=web")
+
+
+@pytest.fixture
+def victim(*, kube, flavour, namespace, make_node, make_machine, capi_cluster):
+    """Build a Victim; ``victim(hooks=..., **machine_options)``."""
+
+    def _make(hooks: dict | None = None, **options) -> Victim:
+        pool = f"pool-{uuid.uuid4().hex[:6]}"
+        node = make_node(labels={"lm-pool": pool})
+        spare = make_node(labels={"lm-pool": pool})
+        kube.patch(f"/api/v1/nodes/{spare}", {"spec": {"unschedulable": True}})
+        capi_cluster(namespace)
+        name = f"victim-{uuid.uuid4().hex[:5]}"
+        make_machine(namespace, name=name, node=node, hooks=hooks, **options)
+        result = Victim(kube, flavour, namespace, name, node)
+        if flavour == "openshift":
+            kube.create(f"/api/v1/namespaces/{namespace}/configmaps", {"metadata": {"name": f"instance-{name}"}, "data": {"state": "running"}})
+        else:
+            for path in result.infra_paths:
+                group_version = path.split("/namespaces/")[0].removeprefix("/apis/")
+                kind = "FakeMachine" if "fakemachines" in path else "FakeBootstrapConfig"
+                kube.create(path.rsplit("/", 1)[0], {"apiVersion": group_version, "kind": kind, "metadata": {"name": name}})
+        kube.create(
+            f"/apis/apps/v1/namespaces/{namespace}/deployments",
+            {
+                "metadata": {"name": "web"},
+                "spec": {
+                    "replicas": 2,
+                    "selector": {"matchLabels": {"app": "web"}},
+                    "template": {
+                        "metadata": {"labels": {"app": "web"}},
+                        "spec": {
+                            "terminationGracePeriodSeconds": 2,
+                            "nodeSelector": {"lm-pool": pool},
+                            "containers": [{"name": "web", "image": "registry.invalid/web:1"}],
+                        },
+                    },
+                },
+            },
+        )
+        kube.create(
+            f"/apis/policy/v1/namespaces/{namespace}/poddisruptionbudgets",
+            {"metadata": {"name": "web"}, "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "web"}}}},
+        )
+
+        def on_victim() -> bool:
+            return len([p for p in result.web_pods() if p["spec"].get("nodeName") == node and p.get("status", {}).get("phase") == "Running"]) == 2
+
+        wait_for(on_victim, 60, what="web on the victim Node")
+        kube.patch(f"/api/v1/nodes/{spare}", {"spec": {"unschedulable": False}})
+        return result
+
+    return _make
+
+
+class Recorder(threading.Thread):
+    """Times at which things happened, read from the API."""
+
+    def __init__(self, victim: Victim):
+        super().__init__(daemon=True)
+        self.victim = victim
+        self.times: dict[str, float] = {}
+        self.stop = threading.Event()
+
+    def mark(self, key: str) -> None:
+        self.times.setdefault(key, time.monotonic())
+
+    def run(self) -> None:
+        v = self.victim
+        while not self.stop.is_set():
+            for pod in v.web_pods():
+                if pod["metadata"].get("deletionTimestamp") and pod["spec"].get("nodeName") == v.node:
+                    self.mark(f"pod:{pod['metadata']['name']}")
+            for point in ("preDrain", "preTerminate"):
+                if not v.hooks(point):
+                    self.mark(f"nohooks:{point}")
+            if v.kube.get(f"/api/v1/nodes/{v.node}") is None:
+                self.mark("node-gone")
+            for path in v.infra_paths:
+                if v.kube.get(path) is None:
+                    self.mark(f"gone:{path.rsplit('/', 2)[1]}")
+            if v.kube.get(v.path) is None:
+                self.mark("machine-gone")
+            node = v.kube.get(f"/api/v1/nodes/{v.node}")
+            if node and node["spec"].get("unschedulable"):
+                self.mark("cordoned")
+            time.sleep(0.2)
+
+    def evictions(self) -> dict[str, float]:
+        return {k[4:]: t for k, t in self.times.items() if k.startswith("pod:")}
+
+
+def playbook_vars(victim: Victim) -> dict:
+    extra = {"machine_name": victim.name, "machine_namespace": victim.namespace, "drain_timeout": 300, "terminate_timeout": 300}
+    if victim.flavour == "openshift":
+        extra["provider_tasks"] = str(PROVIDER_TASKS)
+    return extra
+
+
+def recap_changed(stdout: str) -> int:
+    line = next(line for line in stdout.splitlines() if line.startswith("localhost"))
+    return int(line.split("changed=")[1].split()[0])
+
+
+def assert_all_gone(kube: KubeApi, victim: Victim) -> None:
+    assert kube.get(victim.path) is None, "the Machine is still there"
+    assert kube.get(f"/api/v1/nodes/{victim.node}") is None, "the Node is still there"
+    for path in victim.infra_paths:
+        assert kube.get(path) is None, f"{path} is still there"
+
+
+def test_gates_hold_until_hooks_go_then_everything_goes(flavour, kube, victim, run_playbook) -> None:
+    v = victim(hooks={"preDrain": [("backup", "backup-ctl")], "preTerminate": [("flush-logs", "log-ctl")]})
+    recorder = Recorder(v)
+    recorder.start()
+
+    def hook_controller() -> None:
+        # Release the preDrain gate only once the Machine is marked for deletion and
+        # clearly waiting; the preTerminate gate only well after the drain finished.
+        wait_for(lambda: (kube.get(v.path) or {}).get("metadata", {}).get("deletionTimestamp"), 120, what="deletion to start")
+        time.sleep(5)
+        v.remove_hook("preDrain", "backup")
+        wait_for(lambda: len(recorder.evictions()) == 2 and not [p for p in v.web_pods() if p["spec"].get("nodeName") == v.node], 120, what="the drain")
+        time.sleep(5)
+        v.remove_hook("preTerminate", "flush-logs")
+
+    controller = threading.Thread(target=hook_controller)
+    controller.start()
+    result = run_playbook(PLAYBOOK, playbook_vars(v))
+    controller.join()
+    recorder.stop.set()
+    recorder.join()
+    assert result.returncode == 0, result.stdout + result.stderr
+
+    times = recorder.times
+    evictions = recorder.evictions()
+    assert len(evictions) == 2
+    assert min(evictions.values()) >= times["nohooks:preDrain"], "a Pod was evicted while the preDrain hook existed"
+    assert times["cordoned"] >= times["nohooks:preDrain"] - 0.3, "the Node was cordoned before the preDrain gate opened"
+    for key in ("node-gone", *[f"gone:{p.rsplit('/', 2)[1]}" for p in v.infra_paths]):
+        assert times[key] >= times["nohooks:preTerminate"], f"{key} before the preTerminate hook went"
+        assert times[key] >= max(evictions.values()), f"{key} before the drain finished"
+    assert_all_gone(kube, v)
+
+    again = run_playbook(PLAYBOOK, playbook_vars(v))
+    assert again.returncode == 0, again.stdout
+    assert recap_changed(again.stdout) == 0, again.stdout
+
+
+def _start(victim: Victim, tmp: Path) -> subprocess.Popen:
+    env = ansible_env(os.environ["K8S_AUTH_KUBECONFIG"])
+    env["ANSIBLE_PYTHON_INTERPRETER"] = sys.executable
+    # Async jobs live under this directory, so the test can kill exactly them.
+    env["ANSIBLE_REMOTE_TMP"] = str(tmp / "remote")
+    env["ANSIBLE_ASYNC_DIR"] = str(tmp / "async")
+    command = [str(Path(sys.executable).parent / "ansible-playbook"), "-i", "localhost,", "-c", "local", str(PLAYBOOK), "-e", json.dumps(playbook_vars(victim))]
+    return subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+
+
+def _kill(proc: subprocess.Popen, tmp: Path) -> None:
+    """Kill the run as an operator's Ctrl-C-then-kill would, and its async jobs too."""
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    subprocess.run(["pkill", "-9", "-f", str(tmp / "remote")], check=False)
+    subprocess.run(["pkill", "-9", "-f", str(tmp / "async")], check=False)
+    time.sleep(0.5)
+
+
+@pytest.fixture
+def kubeconfig_env(kubeconfig, monkeypatch):
+    monkeypatch.setenv("K8S_AUTH_KUBECONFIG", kubeconfig)
+
+
+def test_killed_runs_resume_without_evicting_twice(*, flavour, kube, victim, run_playbook, audit_events, tmp_path, kubeconfig_env) -> None:
+    v = victim(hooks={"preTerminate": [("flush-logs", "log-ctl")]})
+    recorder = Recorder(v)
+    recorder.start()
+
+    # Killed during the drain: the first Pod is terminating (the budget holds the second).
+    first = _start(v, tmp_path / "first")
+    wait_for(recorder.evictions, 120, what="the drain to evict a Pod")
+    _kill(first, tmp_path / "first")
+    assert kube.get(v.path)["metadata"]["deletionTimestamp"]
+
+    # Killed again while it waits at the preTerminate gate.
+    second = _start(v, tmp_path / "second")
+    wait_for(lambda: len(recorder.evictions()) == 2 and not [p for p in v.web_pods() if p["spec"].get("nodeName") == v.node], 120, what="the drain")
+    time.sleep(3)
+    _kill(second, tmp_path / "second")
+    assert kube.get(f"/api/v1/nodes/{v.node}") is not None, "the Node went while a preTerminate hook existed"
+    for path in v.infra_paths:
+        assert kube.get(path) is not None, f"{path} went while a preTerminate hook existed"
+
+    v.remove_hook("preTerminate", "flush-logs")
+    final = run_playbook(PLAYBOOK, playbook_vars(v))
+    recorder.stop.set()
+    assert final.returncode == 0, final.stdout + final.stderr
+    assert_all_gone(kube, v)
+
+    evicted = Counter(
+        e["objectRef"]["name"] for e in audit_events(namespace=v.namespace, subresource="eviction") if (e.get("responseStatus") or {}).get("code") in (200, 201)
+    )
+    assert len(evicted) == 2
+    assert set(evicted.values()) == {1}, f"a Pod was evicted more than once: {evicted}"
+
+
+@pytest.mark.parametrize("flavour", ["v1beta1", "v1beta2"], indirect=True)
+def test_capi_skip_cases(*, flavour, kube, namespace, make_node, make_machine, capi_cluster, run_playbook) -> None:
+    """No nodeRef, or the Cluster being deleted: Cluster API skips the preDrain
+    gate, the drain, the volume wait and the Node deletion, never the preTerminate gate."""
+    capi_cluster(namespace, deleting=True)
+    node = make_node()
+    held = make_machine(namespace, node=node, hooks={"preDrain": [("never-released", "nobody")], "preTerminate": [("flush-logs", "log-ctl")]})
+    name = held["metadata"]["name"]
+    path = f"{machine_collection(flavour, namespace)}/{name}"
+    extra = {"machine_name": name, "machine_namespace": namespace, "drain_timeout": 60, "terminate_timeout": 8}
+
+    blocked = run_playbook(PLAYBOOK, extra)
+    assert blocked.returncode != 0, "the preTerminate gate did not hold"
+    assert "flush-logs" in blocked.stdout
+    assert kube.get(path) is not None
+
+    kube.patch(path, {"metadata": {"annotations": {f"{PREFIX['preTerminate']}/flush-logs": None}}})
+    done = run_playbook(PLAYBOOK, {**extra, "terminate_timeout": 120})
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert kube.get(path) is None
+    assert kube.get(f"/api/v1/nodes/{node}") is not None, "the Node was deleted although the Cluster is being deleted"
