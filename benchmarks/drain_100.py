@@ -122,7 +122,7 @@ def setup(kube: KubeApi, namespace: str, node: str, spare: str, budgets: bool = 
     wait_for(all_running, 300, f"{total} Pods Ready on {node}")
 
     def budgets_observed() -> bool:
-        for name, replicas, *_ in BATCHES if budgets else []:
+        for name, replicas, *_rest in BATCHES if budgets else []:
             pdb = kube.get(f"/apis/policy/v1/namespaces/{namespace}/poddisruptionbudgets/{name}")
             status = pdb.get("status") or {}
             if status.get("observedGeneration") != pdb["metadata"]["generation"] or status.get("currentHealthy") != replicas:

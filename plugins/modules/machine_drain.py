@@ -1,6 +1,7 @@
 #!/usr/bin/python
 # Copyright: lifecycle.machine contributors
-# Apache License 2.0 (see LICENSE)
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
 
 from __future__ import annotations
 
@@ -40,7 +41,7 @@ description:
     start time, but its preDrain hooks still hold the drain. Use O(node) to drain a Node without looking at any
     Machine.
 author:
-  - lifecycle.machine maintainers
+  - lifecycle.machine maintainers (@lifecycle-machine)
 attributes:
   check_mode:
     support: full
@@ -55,6 +56,7 @@ attributes:
   platform:
     support: full
     platforms: kubernetes
+    description: Talks to the Kubernetes API from the controller.
 options:
   node:
     description:
