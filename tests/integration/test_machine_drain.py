@@ -100,6 +100,16 @@ def machine_events(kube: KubeApi, namespace: str, name: str, reason: str) -> lis
     return [e for e in events if e["involvedObject"].get("name") == name and e.get("reason") == reason]
 
 
+def evictions(audit_events, namespace: str) -> dict[str, list[int]]:
+    """Pod name -> HTTP status of every (real, not dry-run) eviction the API server logged."""
+    result: dict[str, list[int]] = {}
+    for event in audit_events(namespace=namespace, resource="pods", subresource="eviction", verb="create"):
+        if "dryRun=All" in event.get("requestURI", ""):
+            continue
+        result.setdefault(event["objectRef"]["name"], []).append((event.get("responseStatus") or {}).get("code"))
+    return result
+
+
 def in_background(run_module, *args, **kwargs) -> tuple[threading.Thread, dict]:
     """Run a module in a thread (a task still running); the result lands in the returned dict."""
     box: dict = {}
@@ -137,7 +147,7 @@ def machine_node(kube: KubeApi, namespace: str, make_node, make_machine, capi_cl
 # Ordering, DaemonSets, static Pods
 
 
-def test_drains_batch_by_batch_and_keeps_daemonset_and_static_pods(*, kube, namespace, make_node, run_module, recorder) -> None:
+def test_drains_batch_by_batch_and_keeps_daemonset_and_static_pods(*, kube, namespace, make_node, run_module, recorder, audit_events) -> None:
     pool = {"lm-pool": namespace}
     node = make_node(labels=pool)
     kube.create(
@@ -216,6 +226,8 @@ def test_drains_batch_by_batch_and_keeps_daemonset_and_static_pods(*, kube, name
         (10, [key("db-0"), key("db-1")]),
     ]
     assert result["passes"] >= 4  # three batches, then one that finds them gone
+    # The API server's own log: each Pod evicted exactly once, nothing else asked for.
+    assert evictions(audit_events, namespace) == {k.split("/")[1]: [201] for k in orders}
 
     again = run_module("machine_drain", {"node": node, "rules": rules})
     assert again["changed"] is False and again["completed"] is True and again["evicted"] == []
@@ -244,7 +256,7 @@ def create_pdb(kube: KubeApi, namespace: str, name: str, *, selector: dict, min_
     wait_for(observed, what=f"PodDisruptionBudget {name} observed by the disruption controller")
 
 
-def test_deployment_behind_pdb_drains_completely(*, kube, namespace, make_node, run_module, recorder) -> None:
+def test_deployment_behind_pdb_drains_completely(*, kube, namespace, make_node, run_module, recorder, audit_events) -> None:
     pool = {"lm-pool": namespace}
     node = make_node(labels=pool)
     spare = make_node(labels=pool)
@@ -296,6 +308,11 @@ def test_deployment_behind_pdb_drains_completely(*, kube, namespace, make_node, 
     # The budget held throughout: never fewer than 2 web Pods Ready.
     assert recorder.fewest_ready(lambda p: p["metadata"].get("labels", {}).get("app") == "web", after_seq=before_drain) >= 2
     wait_for(lambda: len(ready_web(spare)) == 3, what="3 web Pods Ready on the spare Node")
+    # The server refused (429) and the drain asked again; each Pod was evicted once.
+    logged = evictions(audit_events, namespace)
+    assert sorted(logged) == sorted(originals)
+    assert all(codes.count(201) == 1 and set(codes) <= {201, 429} for codes in logged.values()), logged
+    assert any(429 in codes for codes in logged.values()), logged
 
 
 def test_wait_timeout_fails_with_the_progress_message(*, kube, namespace, make_node, run_module) -> None:
@@ -661,7 +678,7 @@ def test_cluster_machine_drain_rules_order_the_drain(*, flavour, kube, namespace
 # Check mode
 
 
-def test_check_mode_returns_the_plan_and_changes_nothing(*, flavour, kube, namespace, machine_node, run_module) -> None:
+def test_check_mode_returns_the_plan_and_changes_nothing(*, flavour, kube, namespace, machine_node, run_module, audit_events) -> None:
     machine, node = machine_node()
     make_pods(
         kube,
@@ -695,6 +712,7 @@ def test_check_mode_returns_the_plan_and_changes_nothing(*, flavour, kube, names
     assert kube.get(machine_path(flavour, namespace, machine))["metadata"]["resourceVersion"] == machine_version
     assert kube.get(f"/api/v1/nodes/{node}")["metadata"]["resourceVersion"] == node_version
     assert not machine_events(kube, namespace, machine, "SuccessfulDrainNode") and not machine_events(kube, namespace, machine, "FailedDrainNode")
+    assert evictions(audit_events, namespace) == {}, "check mode sent a real eviction"
 
 
 # ---------------------------------------------------------------------------
