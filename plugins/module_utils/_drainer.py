@@ -384,7 +384,8 @@ def wait_for_pods(api: KubeApi, node_name: str, resource_version: str | None, wa
                     return "timeout"
         except ApiError as exc:
             if exc.status not in _WATCH_RETRY_STATUSES:
-                raise
+                # No permission to watch (RBAC can allow LIST alone): the passes still work, just polled.
+                time.sleep(max(0.0, deadline - time.monotonic()))
             return "resync"
         finally:
             events.close()

@@ -237,8 +237,10 @@ class DrainRun:
         return wrote
 
     def event(self, event_type: str, reason: str, message: str) -> None:
+        """Record an Event on a Machine being deleted; best effort, as upstream's recorders."""
         if self.deleting and not self.request.check_mode:
-            emit_event(self.api, self.machine, event_type, reason, message)
+            with contextlib.suppress(ApiError):
+                emit_event(self.api, self.machine, event_type, reason, message)
 
     def record_start_time(self) -> None:
         """Record the first drain attempt, once (Cluster API: status.deletion.nodeDrainStartTime)."""
@@ -475,7 +477,8 @@ class DrainRun:
     def pause(self, drain: DrainPass) -> None:
         """Wait before the next pass: until the current batch is gone, or ``wait_sleep`` when retrying."""
         limit = self.machine_drain_remaining(self.deadline - time.monotonic())
-        seconds = wait_seconds(drain, wait_sleep=self.request.wait_sleep, remaining=limit)
+        # At least a second between passes that only retry, whatever wait_sleep says.
+        seconds = wait_seconds(drain, wait_sleep=max(1, self.request.wait_sleep), remaining=limit)
         if seconds > 0:
             wait_for_pods(self.api, self.node_name, drain.resource_version, drain.waiting_for(), seconds)
 

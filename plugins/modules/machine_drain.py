@@ -133,7 +133,7 @@ options:
   wait_sleep:
     description:
       - Seconds between passes while an eviction waits to be retried (refused by a PodDisruptionBudget, or failed)
-        or while the Node is unreachable.
+        or while the Node is unreachable. Values below 1 count as 1.
       - Otherwise the next pass starts as soon as the Pods of the current batch are gone (a watch reports it), and
         at least every 30 seconds.
     type: int
