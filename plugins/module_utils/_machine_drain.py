@@ -350,7 +350,8 @@ class DrainRun:
     def skipped(self, reason: str, stage: bool = False) -> dict:
         if stage:
             self.record(Stage(STAGE_DRAIN_SKIPPED))
-        return self.result(True, f"Drain skipped: {reason}", skipped_reason=reason)
+        action = {DRAINED: "Drain", CORDONED: "Cordon", UNCORDONED: "Uncordon"}[self.request.state]
+        return self.result(True, f"{action} skipped: {reason}", skipped_reason=reason)
 
     def set_schedulable(self, schedulable: bool) -> dict:
         node = get_node(self.api, self.node_name)
