@@ -316,8 +316,11 @@ class DrainRun:
             message = f"Node {self.node_name} of Machine {label} is held by preDrain hooks: {hooks_text(hooks)}"
             if self.request.check_mode or not self.request.wait:
                 if self.request.check_mode and self.request.state == DRAINED:
+                    # The plan shows what would happen once the gate opens; nothing happens now.
+                    changed = self.changed
                     with contextlib.suppress(MachineError, ApiError):
-                        self.preview()  # what would happen once the gate opens
+                        self.preview()
+                    self.changed, self.node_after = changed, self.node_before
                 return self.result(False, message, blocked_by=blocked)
             machine, opened = wait_for_machine(self.api, self.machine, lambda m: m is None or not self.flavour.hooks(m).get(PRE_DRAIN), self.deadline)
             if machine is None:

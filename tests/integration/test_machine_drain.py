@@ -495,6 +495,14 @@ def test_pre_drain_hook_holds_every_eviction_until_removed(*, flavour, kube, nam
     make_pods(kube, namespace, node, {"web-0": {}})
     delete_machine(kube, flavour, namespace, machine)
     args = {"machine": machine, "namespace": namespace, "wait_sleep": 1}
+    version = kube.get(machine_path(flavour, namespace, machine))["metadata"]["resourceVersion"]
+
+    # Check mode at the gate: the plan for when it opens, the hooks holding it, nothing written.
+    preview = run_module("machine_drain", args, check=True)
+    assert preview["completed"] is False and preview["unschedulable"] is False
+    assert [h["name"] for h in preview["blocked_by"]] == ["quorum-guard"]
+    assert [(p["name"], p["behavior"]) for p in preview["pods"]] == [("web-0", "Drain")]
+    assert kube.get(machine_path(flavour, namespace, machine))["metadata"]["resourceVersion"] == version
 
     held = run_module("machine_drain", {**args, "wait": False})
     assert not held.get("failed"), held.get("msg")
