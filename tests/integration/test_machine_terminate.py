@@ -460,6 +460,7 @@ def test_claims_of_pods_the_drain_skips_are_ignored(flavour, doomed, volumes, ru
         create_pod(kube, namespace, f"uses-{claim}", node=machine["node"], claim=claim, labels=labels)
         pv, _unique = make_pv(namespace, claim)
         attach(machine["node"], pv)
+    both = [f"{namespace}/cache", f"{namespace}/scratch"]
 
     result = run_module("machine_terminate", args(machine))
     assert result.get("failed") is not True, result
@@ -467,11 +468,25 @@ def test_claims_of_pods_the_drain_skips_are_ignored(flavour, doomed, volumes, ru
     assert result["volumes"]["pvcs"] == [f"{namespace}/scratch"]
     assert result["next_step"] == "volume_detach"
 
-    # The same inline rule the drain used makes its Pod skipped, so its claim does not hold the wait either.
-    rule = {"name": "skip-local-cache", "drain": {"behavior": "Skip"}, "pods": [{"selector": {"matchLabels": {"app": "local-cache"}}}]}
-    result = run_module("machine_terminate", args(machine, rules=[rule], wait=True))
+    # A MachineDrainRule of the Machine's namespace that makes the drain skip the Pod: its claim no longer holds the wait.
+    skip = {"behavior": "Skip"}
+    local_cache = [{"selector": {"matchLabels": {"app": "local-cache"}}}]
+    rule = {"apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "MachineDrainRule", "metadata": {"name": "skip-local-cache"}}
+    kube.create(f"/apis/cluster.x-k8s.io/v1beta2/namespaces/{namespace}/machinedrainrules", {**rule, "spec": {"drain": skip, "pods": local_cache}})
+    predicted = run_module("machine_terminate", args(machine), check=True)
+    assert (step(predicted, "volume_detach")["status"], predicted["volumes"]["ignored_pvcs"]) == ("done", both), predicted
+    ignored = run_module("machine_terminate", args(machine, use_cluster_rules=False), check=True)
+    assert ignored["volumes"]["pvcs"] == [f"{namespace}/scratch"]
+    # An inline rule replaces the cluster's rule of the same name, as in machine_drain.
+    replaced = [{"name": "skip-local-cache", "drain": {"behavior": "Drain"}, "pods": local_cache}]
+    ignored = run_module("machine_terminate", args(machine, rules=replaced), check=True)
+    assert ignored["volumes"]["pvcs"] == [f"{namespace}/scratch"]
+
+    # The inline rule the drain used (OpenShift clusters have no MachineDrainRule objects) works the same way.
+    inline = [{"name": "inline-local-cache", "drain": skip, "pods": local_cache}]
+    result = run_module("machine_terminate", args(machine, rules=inline, use_cluster_rules=False, wait=True))
     assert result.get("failed") is not True, result
-    assert result["volumes"]["ignored_pvcs"] == [f"{namespace}/cache", f"{namespace}/scratch"]
+    assert result["volumes"]["ignored_pvcs"] == both
     assert step(result, "volume_detach")["status"] == "done"
     assert result["awaiting_instance_termination"] if flavour == "openshift" else result["gone"]
 
