@@ -18,15 +18,10 @@ from dataclasses import dataclass
 from ansible_collections.lifecycle.machine.plugins.module_utils._api import ApiError, KubeApi, resource_path
 from ansible_collections.lifecycle.machine.plugins.module_utils._common import MachineError, now, rfc3339
 from ansible_collections.lifecycle.machine.plugins.module_utils._conditions import STAGE_DELETING_NODE, STAGE_VOLUMES_DETACHED, Stage
-from ansible_collections.lifecycle.machine.plugins.module_utils._drain import (
-    SKIP,
-    classify_pods,
-    daemonset_refs,
-    is_node_unreachable,
-    normalize_rules,
-    pod_key,
-)
-from ansible_collections.lifecycle.machine.plugins.module_utils._flavour import CAPI_GROUP, PRE_TERMINATE, ObjectRef, flavour_for, machine_label
+from ansible_collections.lifecycle.machine.plugins.module_utils._drain import SKIP, classify_pods, is_node_unreachable, normalize_rules, pod_key
+from ansible_collections.lifecycle.machine.plugins.module_utils._drainer import PodContext, list_node_pods, served_drain_rules
+from ansible_collections.lifecycle.machine.plugins.module_utils._flavour import PRE_TERMINATE, ObjectRef, flavour_for, machine_label
+from ansible_collections.lifecycle.machine.plugins.module_utils._machine_drain import merge_rules
 from ansible_collections.lifecycle.machine.plugins.module_utils._machines import (
     emit_event,
     get_cluster,
@@ -82,7 +77,6 @@ NODE_DELETE_RETRY_SECONDS = 10
 NODE_DELETE_RETRY_INTERVAL = 2
 VOLUME_ATTACHMENTS = "/apis/storage.k8s.io/v1/volumeattachments"
 PERSISTENT_VOLUMES = "/api/v1/persistentvolumes"
-MACHINE_DRAIN_RULES = "machinedrainrules"
 MAX_REPEATED_WRITES = 5
 
 
@@ -112,19 +106,11 @@ def _with_resource_version(patch: dict, current: dict) -> dict:
 
 
 def load_drain_rules(api: KubeApi, namespace: str, inline: list | None, use_cluster_rules: bool) -> list[dict]:
-    """The MachineDrainRules that decide which Pods a drain skips, merged as
-    machine_drain merges them: the cluster's (in the Machine's namespace, when
-    served and wanted) and the inline ones, an inline rule replacing a cluster
-    rule of the same name; sorted by name."""
-    served: list[dict] = []
-    if use_cluster_rules:
-        for version in api.served_versions(CAPI_GROUP):
-            served = api.list(resource_path(f"{CAPI_GROUP}/{version}", MACHINE_DRAIN_RULES, namespace))
-            if served:
-                break
-    merged = {rule["name"]: rule for rule in normalize_rules(served, namespace=namespace)}
-    merged.update({rule["name"]: rule for rule in normalize_rules(list(inline or []))})
-    return [merged[name] for name in sorted(merged)]
+    """The MachineDrainRules that decide which Pods the drain skips, loaded and
+    merged exactly as machine_drain does (an inline rule replaces a cluster rule
+    of the same name), so the same Pods count as skipped."""
+    served = served_drain_rules(api, namespace) if use_cluster_rules else []
+    return merge_rules(list(inline or []), served, namespace)
 
 
 def wait_until_gone(api: KubeApi, path: str, deadline: float) -> tuple[dict | None, bool]:
@@ -176,6 +162,7 @@ class Termination:
         self.live: Decision | None = None  # the last decision taken while the Machine existed
         self.facts: Facts | None = None
         self._rules: list[dict] | None = None
+        self.pod_context = PodContext(api)
         self._cluster: dict | None = None
         self.machine0 = machine
         self.writes: dict[tuple, int] = {}
@@ -219,21 +206,15 @@ class Termination:
     def skipped_pods(self, machine: dict, node: dict) -> list[dict]:
         """The Node's Pods the drain skips (DaemonSet, static, skip label or rule):
         their claims stay attached until the Node goes, so the wait ignores them."""
-        pods = self.api.list(resource_path("v1", "pods"), field_selector=f"spec.nodeName={node['metadata']['name']}")
+        pods, _version = list_node_pods(self.api, node["metadata"]["name"])
         if not pods:
             return []
-        namespaces = {}
-        for name in sorted({pod["metadata"].get("namespace", "") for pod in pods}):
-            namespace = self.api.get(resource_path("v1", "namespaces", None, name))
-            if namespace is not None:
-                namespaces[name] = namespace
-        existing = {(ns, name) for ns, name in daemonset_refs(pods) if self.api.get(resource_path("apps/v1", "daemonsets", ns, name)) is not None}
         decisions = classify_pods(
             pods,
             machine=machine,
             cluster=self.cluster(machine),
-            namespaces=namespaces,
-            existing_daemonsets=existing,
+            namespaces=self.pod_context.namespaces(pods),
+            existing_daemonsets=self.pod_context.existing_daemonsets(pods),
             rules=self.rules(),
             node_unreachable=is_node_unreachable(node),
             now=now(),
@@ -573,6 +554,8 @@ class Termination:
 
 def terminate_machine(api: KubeApi, namespace: str, name: str, api_version: str | None, options: TerminateOptions) -> dict:
     """Run the termination steps for the Machine ``namespace/name`` (see the module documentation)."""
+    # Bad inline rules fail before anything is read or written.
+    normalize_rules(list(options.rules or []))
     machine = get_machine(api, namespace, name, api_version)
     if machine is None:
         # Already terminated and released: a second run has nothing to do.

@@ -214,6 +214,16 @@ def test_refuses_a_closed_pre_drain_gate_then_an_unfinished_drain(flavour, doome
     assert kube.get(node_path(machine["node"])) is not None
 
 
+@pytest.mark.parametrize("flavour", ["v1beta2"], indirect=True)
+def test_refuses_invalid_inline_rules_before_anything_is_written(flavour, doomed, run_module, kube) -> None:
+    machine = doomed()
+    before = untouched(kube, machine)
+    result = run_module("machine_terminate", args(machine, rules=[{"name": "typo", "drain": {"behavior": "Evict"}}]))
+    assert result.get("failed") is True, result
+    assert result["msg"].startswith("Invalid MachineDrainRule typo: spec.drain.behavior must be one of Drain, Skip, WaitCompleted")
+    assert untouched(kube, machine) == before
+
+
 # -- the preTerminate gate and the whole termination ---------------------------------------------
 
 
