@@ -162,16 +162,24 @@ def openshift_conditions(current: list[dict], hooks: dict[str, list[Any]], stage
     return result
 
 
+class _Fixed(str):
+    """A message upstream always writes as it is, whatever the stage's own message."""
+
+    __slots__ = ()
+
+
 _PRE_DRAIN_OK = ("PreDrainDeleteHookSucceeded", "True", "", "", "")
+_VOLUME_WAIT_MESSAGE = _Fixed("Waiting for node volumes to be detached")
 # Cluster API v1beta1 conditions each stage sets: (type, status, reason, default message, severity);
-# the stage's own message replaces the default, except where upstream writes none (None).
+# the stage's own message replaces the default, except where upstream writes none (None) or
+# always the same text (_Fixed: the volume wait's progress goes only to the v1beta2 Deleting condition).
 _CAPI_V1BETA1 = {
     STAGE_PRE_DRAIN: [("PreDrainDeleteHookSucceeded", "False", "WaitingExternalHook", None, SEVERITY_INFO)],
     STAGE_DRAINING: [_PRE_DRAIN_OK, ("DrainingSucceeded", "False", "Draining", "Draining the node before deletion", SEVERITY_INFO)],
     STAGE_DRAIN_FAILED: [_PRE_DRAIN_OK, ("DrainingSucceeded", "False", "DrainingFailed", "", SEVERITY_WARNING)],
     STAGE_DRAINED: [_PRE_DRAIN_OK, ("DrainingSucceeded", "True", "", "", "")],
     STAGE_DRAIN_SKIPPED: [_PRE_DRAIN_OK],
-    STAGE_VOLUMES: [_PRE_DRAIN_OK, ("VolumeDetachSucceeded", "False", "WaitingForVolumeDetach", "Waiting for node volumes to be detached", SEVERITY_INFO)],
+    STAGE_VOLUMES: [_PRE_DRAIN_OK, ("VolumeDetachSucceeded", "False", "WaitingForVolumeDetach", _VOLUME_WAIT_MESSAGE, SEVERITY_INFO)],
     STAGE_VOLUMES_DETACHED: [_PRE_DRAIN_OK, ("VolumeDetachSucceeded", "True", "", "", "")],
     STAGE_PRE_TERMINATE: [("PreTerminateDeleteHookSucceeded", "False", "WaitingExternalHook", None, SEVERITY_INFO)],
 }
@@ -183,7 +191,12 @@ def capi_v1beta1_conditions(current: list[dict], stage: Stage | None, now: _dt.d
     if stage is None:
         return result
     for condition_type, status, reason, default_message, severity in _CAPI_V1BETA1.get(stage.name, _PRE_TERMINATE_OK):
-        message = "" if default_message is None or not reason else stage.message or default_message
+        if default_message is None or not reason:
+            message = ""
+        elif isinstance(default_message, _Fixed):
+            message = str(default_message)
+        else:
+            message = stage.message or default_message
         result = set_v1beta1_condition(result, _condition(condition_type, status, reason, message, severity), now)
     return result
 

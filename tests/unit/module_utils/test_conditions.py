@@ -315,6 +315,16 @@ def test_capi_v1beta1_conditions_per_stage(stage, expected) -> None:
     assert all(c["lastTransitionTime"] == S0 for c in result)
 
 
+def test_capi_v1beta1_volume_wait_message_is_always_upstreams() -> None:
+    """The Machine controller writes VolumeDetachSucceeded's message once; the
+    progress of the wait goes to the v1beta2 Deleting condition only."""
+    stage = Stage(STAGE_VOLUMES, "Waiting for Node volumes to be detached (started at 2026-01-01T00:00:00Z)\n* PersistentVolumes: pv-1")
+    result = by_type(capi_v1beta1_conditions([], stage, T0))
+    assert result["VolumeDetachSucceeded"]["message"] == "Waiting for node volumes to be detached"
+    assert type(result["VolumeDetachSucceeded"]["message"]) is str
+    assert capi_deleting_condition([], stage, T0)[0]["message"] == stage.message
+
+
 def test_capi_v1beta1_no_stage_changes_nothing() -> None:
     current = [{"type": "Ready", "status": "True", "lastTransitionTime": S0}]
     assert capi_v1beta1_conditions(current, None, T1) == current
