@@ -16,6 +16,7 @@ Two condition shapes exist:
 from __future__ import annotations
 
 import datetime as _dt
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -228,3 +229,14 @@ def capi_deleting_condition(current: list[dict], stage: Stage | None, now: _dt.d
         return list(current)
     new = {"type": "Deleting", "status": "True", "reason": capi_deleting_reason(stage), "message": capi_deleting_message(stage)}
     return set_metav1_condition(current, new, now, machine_generation)
+
+
+def hook_condition_type(point: str, hook_name: str) -> str:
+    """The condition in which a hook-implementing controller reports its hook's
+    outcome (seed 000): the lifecycle point, the hook name, then ``Succeeded``,
+    each word starting with a capital letter and anything but letters and
+    digits dropped. ``preTerminate`` + ``flush-logs`` gives
+    ``PreTerminateFlushLogsSucceeded``; ``preDrain`` + ``MigrateImportantApp``
+    gives ``PreDrainMigrateImportantAppSucceeded``."""
+    words = re.findall(r"[A-Za-z0-9]+", f"{point} {hook_name}")
+    return "".join(word[:1].upper() + word[1:] for word in words) + "Succeeded"

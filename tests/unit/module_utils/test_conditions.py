@@ -25,6 +25,7 @@ from ansible_collections.lifecycle.machine.plugins.module_utils._conditions impo
     capi_deleting_condition,
     capi_deleting_message,
     capi_v1beta1_conditions,
+    hook_condition_type,
     openshift_conditions,
     openshift_hook_list,
     set_metav1_condition,
@@ -410,3 +411,23 @@ def test_capi_deleting_stays_true_through_the_stages_so_its_time_is_kept() -> No
     conditions = capi_deleting_condition(conditions, Stage(STAGE_DRAINING, "draining"), T1)
     assert conditions[0]["reason"] == "DrainingNode"
     assert conditions[0]["lastTransitionTime"] == S0
+
+
+# -- condition named after a hook (seed 000) -----------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("point", "name", "condition_type"),
+    [
+        ("preTerminate", "flush-logs", "PreTerminateFlushLogsSucceeded"),
+        ("preDrain", "MigrateImportantApp", "PreDrainMigrateImportantAppSucceeded"),
+        ("preDrain", "EtcdQuorumOperator", "PreDrainEtcdQuorumOperatorSucceeded"),
+        ("preDrain", "etcdQuorum", "PreDrainEtcdQuorumSucceeded"),
+        ("preTerminate", "backup_v2.volumes", "PreTerminateBackupV2VolumesSucceeded"),
+        ("preCreate", "example.com/ipam", "PreCreateExampleComIpamSucceeded"),
+        ("preDrain", "x", "PreDrainXSucceeded"),
+        ("preDrain", "9to5", "PreDrain9to5Succeeded"),
+    ],
+)
+def test_hook_condition_type(point, name, condition_type) -> None:
+    assert hook_condition_type(point, name) == condition_type

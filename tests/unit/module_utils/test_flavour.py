@@ -674,3 +674,109 @@ def test_capi_v1beta1_status_patch_writes_conditions_and_v1beta2() -> None:
     assert [c["type"] for c in patch["status"]["conditions"]] == ["PreTerminateDeleteHookSucceeded"]
     assert patch["status"]["v1beta2"]["conditions"][0]["reason"] == "WaitingForPreTerminateHook"
     assert "deprecated" not in patch["status"]
+
+
+# -- conditions written by others (machine_condition) ---------------------------------
+
+FAILED = {"type": "PreTerminateFlushLogsSucceeded", "status": "False", "reason": "HookFailed", "message": "boom", "severity": "Warning"}
+
+
+@pytest.mark.parametrize("api_version", [OPENSHIFT_V, CAPI_V1])
+def test_v1beta1_style_condition_goes_into_status_conditions_sorted(api_version) -> None:
+    current = [{"type": "Terminable", "status": "True", "lastTransitionTime": EARLIER}, {"type": "Ready", "status": "True", "lastTransitionTime": EARLIER}]
+    m = machine(api_version, status={"conditions": current})
+    flavour = flavour_for(m)
+    assert flavour.metav1_conditions is False
+    patch = flavour.set_condition_patch(m, FAILED, NOW)
+    assert patch["metadata"] == {"resourceVersion": "42"}
+    assert patch["status"]["conditions"] == [current[1], {**FAILED, "lastTransitionTime": STAMP}, current[0]]
+
+
+def test_v1beta1_style_true_condition_carries_no_severity() -> None:
+    m = machine(OPENSHIFT_V)
+    patch = flavour_for(m).set_condition_patch(m, {"type": "X", "status": "True", "reason": "Done", "message": "", "severity": ""}, NOW)
+    assert patch["status"]["conditions"] == [{"type": "X", "status": "True", "reason": "Done", "lastTransitionTime": STAMP}]
+
+
+def test_metav1_condition_goes_into_v1beta2_status_conditions() -> None:
+    m = machine(CAPI_V2, status={"conditions": [{"type": "Ready", "status": "True", "reason": "Ready", "message": "", "lastTransitionTime": EARLIER}]})
+    flavour = flavour_for(m)
+    assert flavour.metav1_conditions is True
+    patch = flavour.set_condition_patch(m, FAILED, NOW)
+    written = patch["status"]["conditions"][1]
+    assert written == {
+        "type": FAILED["type"],
+        "status": "False",
+        "reason": "HookFailed",
+        "message": "boom",
+        "observedGeneration": 3,
+        "lastTransitionTime": STAMP,
+    }
+    assert flavour.custom_condition({**m, "status": patch["status"]}, FAILED["type"]) == written
+
+
+def test_capi_v1beta1_machine_does_not_write_its_v1beta2_list() -> None:
+    m = machine(CAPI_V1, status={"v1beta2": {"conditions": []}})
+    patch = flavour_for(m).set_condition_patch(m, FAILED, NOW)
+    assert list(patch["status"]) == ["conditions"]
+
+
+@pytest.mark.parametrize("api_version", [OPENSHIFT_V, CAPI_V1, CAPI_V2])
+def test_unchanged_condition_needs_no_patch_even_in_an_unsorted_list(api_version) -> None:
+    m = machine(api_version)
+    flavour = flavour_for(m)
+    stored = flavour.set_condition_patch(m, FAILED, NOW)["status"]["conditions"]
+    unsorted = [{"type": "Zeta", "status": "True", "reason": "Z", "message": "", "lastTransitionTime": EARLIER}, *stored]
+    again = machine(api_version, status={"conditions": unsorted})
+    assert flavour.set_condition_patch(again, FAILED, NOW + dt.timedelta(minutes=1)) is None
+
+
+@pytest.mark.parametrize("api_version", [OPENSHIFT_V, CAPI_V1, CAPI_V2])
+def test_status_true_after_false(api_version) -> None:
+    m = machine(api_version)
+    flavour = flavour_for(m)
+    failed = machine(api_version, status=flavour.set_condition_patch(m, FAILED, NOW)["status"])
+    later = NOW + dt.timedelta(minutes=1)
+    success = {"type": FAILED["type"], "status": "True", "reason": "HookSucceeded", "message": ""}
+    written = flavour.custom_condition(machine(api_version, status=flavour.set_condition_patch(failed, success, later)["status"]), FAILED["type"])
+    assert written["status"] == "True"
+    assert written["lastTransitionTime"] == "2026-01-02T03:05:05Z"
+    assert "severity" not in written
+
+
+@pytest.mark.parametrize("api_version", [OPENSHIFT_V, CAPI_V1, CAPI_V2])
+def test_remove_condition_patch(api_version) -> None:
+    keep = {"type": "Ready", "status": "True", "reason": "Ready", "message": "", "lastTransitionTime": EARLIER}
+    gone = {**FAILED, "lastTransitionTime": EARLIER}
+    m = machine(api_version, status={"conditions": [keep, gone]})
+    flavour = flavour_for(m)
+    assert flavour.remove_condition_patch(m, FAILED["type"]) == {"metadata": {"resourceVersion": "42"}, "status": {"conditions": [keep]}}
+    assert flavour.remove_condition_patch(m, "NotThere") is None
+
+
+@pytest.mark.parametrize(
+    ("api_version", "condition_type", "reason", "message", "fragment"),
+    [
+        (OPENSHIFT_V, "has space", "R", "", "condition type must be at most 256 characters"),
+        (OPENSHIFT_V, "", "R", "", "condition type must be"),
+        (CAPI_V1, "X" * 257, "R", "", "condition type must be at most 256 characters"),
+        (CAPI_V2, "X" * 317, "R", "", "condition type must be at most 316 characters"),
+        (CAPI_V2, "Good", "", "", "a reason is required"),
+        (OPENSHIFT_V, "Good", "has-dash", "", "condition reason must be"),
+        (CAPI_V2, "Good", "Trailing:", "", "condition reason must be"),
+        (CAPI_V1, "Good", "R", "m" * 10241, "condition message must be at most 10240 characters (got 10241)"),
+        (CAPI_V2, "Good", "R", "m" * 32769, "condition message must be at most 32768 characters (got 32769)"),
+    ],
+)
+def test_condition_errors(api_version, condition_type, reason, message, fragment) -> None:
+    errors = flavour_for(api_version).condition_errors(condition_type, reason, message)
+    assert any(fragment in error for error in errors), errors
+
+
+@pytest.mark.parametrize("api_version", [OPENSHIFT_V, CAPI_V1, CAPI_V2])
+def test_valid_conditions(api_version) -> None:
+    flavour = flavour_for(api_version)
+    assert flavour.condition_errors("PreTerminateFlushLogsSucceeded", "HookFailed", "m" * 10240) == []
+    assert flavour.condition_errors("example.com/Custom_type.v2", "Reason_1:x,y", "") == []
+    assert flavour.condition_errors("X" * 256) == []
+    assert flavour_for(OPENSHIFT_V).condition_errors("Good", "", "") == []
