@@ -1,6 +1,6 @@
 #!/usr/bin/python
 # Copyright: lifecycle.machine contributors
-# Apache License 2.0 (see LICENSE)
+# Apache License 2.0 (see LICENSE), which is compatible with the GNU General Public License version 3
 
 from __future__ import annotations
 
@@ -14,8 +14,8 @@ description:
     V(preCreate) (OpenShift Machine API only) holds the creation of the instance.
   - On OpenShift Machine API Machines (C(machine.openshift.io/v1beta1)) the hook is an entry C({name, owner})
     of C(spec.lifecycleHooks.<point>). On Cluster API Machines (C(cluster.x-k8s.io/v1beta1) or C(v1beta2))
-    it is the annotation C(pre-drain.delete.hook.machine.cluster.x-k8s.io/<name>: <owner>)
-    (or C(pre-terminate.delete.hook.machine.cluster.x-k8s.io/...)).
+    it is the annotation C(pre-drain.delete.hook.machine.cluster.x-k8s.io/<name>) (or
+    C(pre-terminate.delete.hook.machine.cluster.x-k8s.io/<name>)) whose value is the owner.
   - Never loses another writer's change. OpenShift hook lists are written with the Machine's
     C(resourceVersion) and rebuilt from a fresh read when the server reports a conflict;
     a Cluster API hook is one annotation key, which a patch of that key cannot clobber.
@@ -27,7 +27,7 @@ description:
     instead of reporting success. In check mode the write is sent as a server-side dry run, so this is found
     without changing anything.
 author:
-  - lifecycle.machine maintainers
+  - lifecycle.machine maintainers (!UNKNOWN)
 attributes:
   check_mode:
     support: full
@@ -37,6 +37,7 @@ attributes:
     description: Shows the hooks of each changed Machine before and after.
   platform:
     support: full
+    description: Talks to a Kubernetes API server from the host the task runs on, usually the controller.
     platforms: kubernetes
 options:
   name:
@@ -75,7 +76,7 @@ requirements:
   - kubernetes >= 24.2.0
 notes:
   - A Cluster API Machine is blocked by any annotation that starts with the hook prefix, whatever its value; this
-    module writes the recommended C(<prefix>/<name>: <owner>) form.
+    module writes the recommended form, the key C(<prefix>/<name>) with the owner as its value.
 seealso:
   - module: lifecycle.machine.machine_info
   - name: OpenShift machine deletion hooks
@@ -191,6 +192,24 @@ def _stored(flavour, machine, hook):
     return found is not None and found.owner == owner if state == "present" else found is None
 
 
+def _patch_builder(flavour, hook, actions):
+    """build(current Machine) -> merge patch or None, for update_with_retry; records what it decided in ``actions``."""
+    point, name, owner, state = hook
+    verb = "add" if state == "present" else "remove"
+
+    def build(current):
+        errors = _refusals(current, point, name, owner, state)
+        if errors:  # the Machine changed under us (for example, it is now being deleted)
+            raise MachineError(f"Cannot {verb} {point} hook {name} on Machine {machine_label(current)}: {'; '.join(errors)}")
+        actions["action"] = _action(current, point, name, owner, state)
+        actions["before"] = hooks_summary(flavour.hooks(current))
+        if actions["action"] == "none":
+            return None
+        return flavour.hook_patch(current, point, name, owner if state == "present" else None)
+
+    return build
+
+
 def manage_hook(api, params, check_mode):
     point, name, owner, state = params["point"], params["name"], params["owner"], params["state"]
     if state == "present" and not owner:
@@ -209,17 +228,7 @@ def manage_hook(api, params, check_mode):
     for machine in machines:
         flavour = flavour_for(machine)
         actions = {}
-
-        def build(current, flavour=flavour, actions=actions):
-            errors = _refusals(current, point, name, owner, state)
-            if errors:  # the Machine changed under us (for example, it is now being deleted)
-                raise MachineError(f"Cannot {verb} {point} hook {name} on Machine {machine_label(current)}: {'; '.join(errors)}")
-            actions["action"] = _action(current, point, name, owner, state)
-            actions["before"] = hooks_summary(flavour.hooks(current))
-            if actions["action"] == "none":
-                return None
-            return flavour.hook_patch(current, point, name, owner if state == "present" else None)
-
+        build = _patch_builder(flavour, (point, name, owner, state), actions)
         # A schema without the field prunes an OpenShift hook silently, and even
         # that no-op write would touch the Machine: try it as a dry run first.
         rehearse = flavour.name == OPENSHIFT and state == "present" and not check_mode

@@ -1,6 +1,6 @@
 #!/usr/bin/python
 # Copyright: lifecycle.machine contributors
-# Apache License 2.0 (see LICENSE)
+# Apache License 2.0 (see LICENSE), which is compatible with the GNU General Public License version 3
 
 from __future__ import annotations
 
@@ -16,15 +16,17 @@ description:
     so the wait ends as soon as the change lands (for example the moment the last hook of a point is removed).
     This is what a hook-implementing controller uses to know when to act.
 author:
-  - lifecycle.machine maintainers
+  - lifecycle.machine maintainers (!UNKNOWN)
 attributes:
   check_mode:
     support: full
     description: Reads only; runs the same in check mode.
   diff_mode:
     support: none
+    description: Reads only; there is no change to show.
   platform:
     support: full
+    description: Talks to a Kubernetes API server from the host the task runs on, usually the controller.
     platforms: kubernetes
 options:
   wait:
@@ -36,8 +38,8 @@ options:
     description:
       - What to wait for.
       - V(drainable) - no preDrain hook is left.
-      - V(drained) - the drain step is finished (recorded by the Machine's conditions: OpenShift C(Drained=True);
-        Cluster API C(DrainingSucceeded=True), or a C(Deleting) reason past the drain when the drain was skipped).
+      - V(drained) - the drain step is finished, as the Machine's conditions record it - OpenShift C(Drained=True);
+        Cluster API C(DrainingSucceeded=True), or a C(Deleting) reason past the drain when the drain was skipped.
       - V(terminable) - no preTerminate hook is left.
       - V(creatable) - no preCreate hook is left.
       - V(deleting) - the Machine is marked for deletion (the preDrain gate has been reached).

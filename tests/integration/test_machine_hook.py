@@ -79,7 +79,7 @@ def test_check_mode_predicts_and_changes_nothing(flavour, namespace, make_machin
 
 
 def test_label_selectors_choose_every_matching_machine(flavour, namespace, make_machine, run_module, kube) -> None:
-    pool = [make_machine(namespace, labels={"pool": "blue"})["metadata"]["name"] for _ in range(2)]
+    pool = [make_machine(namespace, labels={"pool": "blue"})["metadata"]["name"] for _pool_member in range(2)]
     other = make_machine(namespace, labels={"pool": "green"})["metadata"]["name"]
     args = {"label_selectors": ["pool=blue"], "namespace": namespace, "point": "preTerminate", "name": "backup", "owner": "velero"}
     result = run_module("machine_hook", args)
@@ -116,7 +116,7 @@ def test_concurrent_writers_never_lose_a_hook(flavour, namespace, make_machine, 
             worker.start()
         for worker in workers:
             worker.join(60)
-        outcomes = dict(results.get(timeout=5) for _ in workers)
+        outcomes = dict(results.get(timeout=5) for _worker in workers)
         assert outcomes == dict.fromkeys(hooks, True), f"round {round_number}: {outcomes}"
         present = stored_hooks(kube, flavour, namespace, machine, "preDrain")
         assert set(present) == {f"writer-{w}-{r}" for r in range(round_number + 1) for w in "ab"}, f"round {round_number} lost a hook: {sorted(present)}"
