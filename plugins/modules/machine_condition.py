@@ -1,6 +1,6 @@
 #!/usr/bin/python
 # Copyright: lifecycle.machine contributors
-# Apache License 2.0 (see LICENSE)
+# Apache License 2.0 (see LICENSE), which is compatible with the GNU General Public License version 3
 
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ description:
     when the server reports a conflict, so concurrent writers of other conditions are never overwritten.
   - Every chosen Machine is checked before anything is written, so bad input changes nothing.
 author:
-  - lifecycle.machine maintainers
+  - lifecycle.machine maintainers (!UNKNOWN)
 attributes:
   check_mode:
     support: full
@@ -33,6 +33,7 @@ attributes:
     description: Shows the condition of each changed Machine before and after.
   platform:
     support: full
+    description: Talks to a Kubernetes API server from the host the task runs on, usually the controller.
     platforms: kubernetes
 options:
   type:
@@ -71,9 +72,9 @@ options:
       - A CamelCase reason, for example V(HookFailed). Required with O(state=present).
       - A letter, then letters, digits, C(_), C(,) and C(:), not ending in C(,) or C(:).
     type: str
-  message:
+  msg:
     description:
-      - A human-readable message (at most 10240 characters on OpenShift and Cluster API v1beta1 Machines,
+      - The condition's human-readable message (at most 10240 characters on OpenShift and Cluster API v1beta1 Machines,
         32768 on Cluster API v1beta2 Machines).
     type: str
     default: ''
@@ -104,8 +105,8 @@ options:
       reason:
         description: Event reason. Defaults to O(reason). Required with O(state=absent).
         type: str
-      message:
-        description: Event message (cut to 1024 characters). Defaults to O(message). Required with O(state=absent).
+      msg:
+        description: Event message (cut to 1024 characters). Defaults to O(msg). Required with O(state=absent).
         type: str
 extends_documentation_fragment:
   - kubernetes.core.k8s_auth_options
@@ -134,7 +135,7 @@ EXAMPLES = r"""
       name: flush-logs
     status: "False"
     reason: HookFailed
-    message: "log shipper still has 1200 records to send"
+    msg: "log shipper still has 1200 records to send"
     event:
       type: Warning
 
@@ -216,7 +217,7 @@ def desired_condition(params):
     """The condition to set (None for state=absent), from the module's options."""
     if params["state"] == "absent":
         return None
-    condition = {"type": params["condition_type"], "status": params["status"], "reason": params["reason"] or "", "message": params["message"] or ""}
+    condition = {"type": params["condition_type"], "status": params["status"], "reason": params["reason"] or "", "message": params["msg"] or ""}
     if params["status"] != "True":
         condition["severity"] = params["severity"] or ("Warning" if params["status"] == "False" else "")
     return condition
@@ -229,10 +230,10 @@ def desired_event(params):
     result = {
         "type": event["type"] or ("Warning" if params["status"] == "False" and params["state"] == "present" else "Normal"),
         "reason": event["reason"] or (params["reason"] if params["state"] == "present" else None),
-        "message": event["message"] if event["message"] is not None else (params["message"] if params["state"] == "present" else None),
+        "message": event["msg"] if event["msg"] is not None else (params["msg"] if params["state"] == "present" else None),
     }
     if not result["reason"] or result["message"] is None:
-        raise MachineError("event.reason and event.message are required to record an Event when removing a condition")
+        raise MachineError("event.reason and event.msg are required to record an Event when removing a condition")
     return result
 
 
@@ -240,7 +241,19 @@ def _refusals(machine, params):
     flavour = flavour_for(machine)
     if params["state"] == "absent":
         return flavour.condition_errors(params["condition_type"])
-    return flavour.condition_errors(params["condition_type"], params["reason"] or "", params["message"] or "")
+    return flavour.condition_errors(params["condition_type"], params["reason"] or "", params["msg"] or "")
+
+
+def _patch_builder(flavour, condition_type, condition, seen):
+    """build(current Machine) -> status patch or None, for update_with_retry; notes the condition it found in ``seen``."""
+
+    def build(current):
+        seen["before"] = flavour.custom_condition(current, condition_type)
+        if condition is None:
+            return flavour.remove_condition_patch(current, condition_type)
+        return flavour.set_condition_patch(current, condition, now())
+
+    return build
 
 
 def manage_condition(api, params, check_mode):
@@ -265,13 +278,7 @@ def manage_condition(api, params, check_mode):
     for machine in machines:
         flavour = flavour_for(machine)
         seen = {}
-
-        def build(current, flavour=flavour, seen=seen):
-            seen["before"] = flavour.custom_condition(current, params["condition_type"])
-            if condition is None:
-                return flavour.remove_condition_patch(current, params["condition_type"])
-            return flavour.set_condition_patch(current, condition, now())
-
+        build = _patch_builder(flavour, params["condition_type"], condition, seen)
         updated, patch = update_with_retry(api, machine, build, status=True, dry_run=check_mode)
         stored = flavour.custom_condition(updated, params["condition_type"])
         recorded = None
@@ -312,7 +319,7 @@ def main():
         },
         status={"type": "str", "choices": ["True", "False", "Unknown"], "default": "True"},
         reason={"type": "str"},
-        message={"type": "str", "default": ""},
+        msg={"type": "str", "default": ""},
         severity={"type": "str", "choices": ["Error", "Warning", "Info"]},
         state={"type": "str", "choices": ["present", "absent"], "default": "present"},
         event={
@@ -320,7 +327,7 @@ def main():
             "options": {
                 "type": {"type": "str", "choices": ["Normal", "Warning"]},
                 "reason": {"type": "str"},
-                "message": {"type": "str"},
+                "msg": {"type": "str"},
             },
         },
     )

@@ -27,7 +27,7 @@ def events_of(kube: KubeApi, namespace: str, name: str) -> list[dict]:
 
 
 def failed_args(machine: str, namespace: str, **extra) -> dict:
-    return {"machine": machine, "namespace": namespace, "hook": HOOK, "status": "False", "reason": "HookFailed", "message": "log shipper unreachable", **extra}
+    return {"machine": machine, "namespace": namespace, "hook": HOOK, "status": "False", "reason": "HookFailed", "msg": "log shipper unreachable", **extra}
 
 
 def test_set_is_idempotent_and_follows_the_flavours_rules(flavour, namespace, make_machine, run_module, kube) -> None:
@@ -114,7 +114,7 @@ def test_event_is_recorded_on_the_machine(flavour, namespace, make_machine, run_
     assert involved["apiVersion"] == created["apiVersion"]
 
     # An Event records an occurrence: recorded again even though the condition is unchanged.
-    again = run_module("machine_condition", failed_args(machine, namespace, event={"type": "Normal", "reason": "StillFailing", "message": "retry later"}))
+    again = run_module("machine_condition", failed_args(machine, namespace, event={"type": "Normal", "reason": "StillFailing", "msg": "retry later"}))
     assert again["changed"] is True
     assert again["machines"][0]["action"] == "none"
     assert sorted(e["reason"] for e in events_of(kube, namespace, machine)) == ["HookFailed", "StillFailing"]
@@ -131,13 +131,21 @@ def test_works_on_a_machine_being_deleted(flavour, namespace, make_machine, run_
 
 
 def test_label_selectors_choose_every_matching_machine(flavour, namespace, make_machine, run_module, kube) -> None:
-    pool = sorted(make_machine(namespace, labels={"pool": "blue"})["metadata"]["name"] for _ in range(2))
+    pool = sorted(make_machine(namespace, labels={"pool": "blue"})["metadata"]["name"] for _pool_member in range(2))
     other = make_machine(namespace, labels={"pool": "green"})["metadata"]["name"]
     result = run_module("machine_condition", {"label_selectors": ["pool=blue"], "namespace": namespace, "type": "Audited", "reason": "Checked"})
     assert sorted(m["name"] for m in result["machines"]) == pool
     for name in pool:
         assert condition_of(stored(kube, flavour, namespace, name), "Audited")["status"] == "True"
     assert condition_of(stored(kube, flavour, namespace, other), "Audited") is None
+
+
+def _write_condition(manage_condition, kube: KubeApi, params: dict, barrier: threading.Barrier, errors: list) -> None:
+    barrier.wait()
+    try:
+        manage_condition(kube, params, False)
+    except Exception as exc:  # reported by the test
+        errors.append(exc)
 
 
 def test_concurrent_writers_of_different_conditions_both_win(flavour, namespace, make_machine, kube) -> None:
@@ -152,7 +160,7 @@ def test_concurrent_writers_of_different_conditions_both_win(flavour, namespace,
         "hook": None,
         "status": "True",
         "reason": "Done",
-        "message": "",
+        "msg": "",
         "severity": None,
         "state": "present",
         "event": None,
@@ -162,14 +170,7 @@ def test_concurrent_writers_of_different_conditions_both_win(flavour, namespace,
         barrier = threading.Barrier(2)
         errors: list[Exception] = []
 
-        def write(condition_type: str, barrier: threading.Barrier = barrier, errors: list[Exception] = errors) -> None:
-            barrier.wait()
-            try:
-                manage_condition(kube, {**base, "type": condition_type}, False)
-            except Exception as exc:  # reported below
-                errors.append(exc)
-
-        threads = [threading.Thread(target=write, args=(t,)) for t in types]
+        threads = [threading.Thread(target=_write_condition, args=(manage_condition, kube, {**base, "type": t}, barrier, errors)) for t in types]
         for thread in threads:
             thread.start()
         for thread in threads:
