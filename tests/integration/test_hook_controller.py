@@ -364,3 +364,71 @@ def test_docs_example_playbooks_run_as_written(*, flavour, namespace, make_machi
 
     again = ok(run_playbook(DOCS_EXAMPLES / "hook_serve.yml", serve))
     assert changed_count(again) == 0
+
+
+TWO_CONTROLLERS = """\
+- name: Run two hook controllers in one play
+  hosts: localhost
+  gather_facts: false
+  tasks:
+    - name: Serve the preDrain hook
+      ansible.builtin.include_role:
+        name: lifecycle.machine.hook_controller
+      vars:
+        hook_controller_hook_name: migrate-app
+        hook_controller_hook_owner: app-migrator
+        hook_controller_point: preDrain
+        hook_controller_machine: "{{ machine }}"
+        hook_controller_namespace: "{{ namespace }}"
+        hook_controller_tasks_file: "{{ tasks_file }}"
+        hook_controller_wait_timeout: 30
+
+    - name: Keep the first report
+      ansible.builtin.set_fact:
+        first_report: "{{ hook_controller_report }}"
+
+    - name: Serve the preTerminate hook
+      ansible.builtin.include_role:
+        name: lifecycle.machine.hook_controller
+      vars:
+        hook_controller_hook_name: flush-logs
+        hook_controller_hook_owner: log-shipper
+        hook_controller_point: preTerminate
+        hook_controller_machine: "{{ machine }}"
+        hook_controller_namespace: "{{ namespace }}"
+        hook_controller_tasks_file: "{{ tasks_file }}"
+        hook_controller_wait_timeout: 30
+
+    - name: Save both reports
+      ansible.builtin.copy:
+        content: "{{ [first_report, hook_controller_report] | to_json }}"
+        dest: "{{ report_path }}"
+        mode: "0644"
+      changed_when: false
+"""
+
+
+def test_two_controllers_in_one_play_do_not_mix_their_state(*, flavour, namespace, make_machine, run_playbook, kube, tmp_path) -> None:
+    hooks = {"preDrain": [("migrate-app", "app-migrator")], "preTerminate": [("flush-logs", "log-shipper")]}
+    machine = make_machine(namespace, hooks=hooks)["metadata"]["name"]
+    mark_for_deletion(kube, flavour, namespace, machine)
+    record_drained(kube, flavour, namespace, machine)
+    (tmp_path / "tasks.yml").write_text(TASKS)
+    (tmp_path / "broken").mkdir()
+    (tmp_path / "two.yml").write_text(TWO_CONTROLLERS)
+    variables = {
+        "machine": machine,
+        "namespace": namespace,
+        "tasks_file": str(tmp_path / "tasks.yml"),
+        "report_path": str(tmp_path / "report.json"),
+        "work_log": str(tmp_path / "work.log"),
+        "broken_dir": str(tmp_path / "broken"),
+    }
+    ok(run_playbook(tmp_path / "two.yml", variables))
+    first, second = json.loads((tmp_path / "report.json").read_text())
+    label = f"{namespace}/{machine}"
+    assert (first["condition_type"], first["served"]) == ("PreDrainMigrateAppSucceeded", [label])
+    assert (second["condition_type"], second["served"], second["skipped"]) == ("PreTerminateFlushLogsSucceeded", [label], [])
+    assert len((tmp_path / "work.log").read_text().splitlines()) == 2
+    assert hooks_of(kube, flavour, namespace, machine, "preDrain") == {}
+    assert hooks_of(kube, flavour, namespace, machine, "preTerminate") == {}
