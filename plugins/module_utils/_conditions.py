@@ -16,6 +16,7 @@ Two condition shapes exist:
 from __future__ import annotations
 
 import datetime as _dt
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -162,16 +163,24 @@ def openshift_conditions(current: list[dict], hooks: dict[str, list[Any]], stage
     return result
 
 
+class _Fixed(str):
+    """A message upstream always writes as it is, whatever the stage's own message."""
+
+    __slots__ = ()
+
+
 _PRE_DRAIN_OK = ("PreDrainDeleteHookSucceeded", "True", "", "", "")
+_VOLUME_WAIT_MESSAGE = _Fixed("Waiting for node volumes to be detached")
 # Cluster API v1beta1 conditions each stage sets: (type, status, reason, default message, severity);
-# the stage's own message replaces the default, except where upstream writes none (None).
+# the stage's own message replaces the default, except where upstream writes none (None) or
+# always the same text (_Fixed: the volume wait's progress goes only to the v1beta2 Deleting condition).
 _CAPI_V1BETA1 = {
     STAGE_PRE_DRAIN: [("PreDrainDeleteHookSucceeded", "False", "WaitingExternalHook", None, SEVERITY_INFO)],
     STAGE_DRAINING: [_PRE_DRAIN_OK, ("DrainingSucceeded", "False", "Draining", "Draining the node before deletion", SEVERITY_INFO)],
     STAGE_DRAIN_FAILED: [_PRE_DRAIN_OK, ("DrainingSucceeded", "False", "DrainingFailed", "", SEVERITY_WARNING)],
     STAGE_DRAINED: [_PRE_DRAIN_OK, ("DrainingSucceeded", "True", "", "", "")],
     STAGE_DRAIN_SKIPPED: [_PRE_DRAIN_OK],
-    STAGE_VOLUMES: [_PRE_DRAIN_OK, ("VolumeDetachSucceeded", "False", "WaitingForVolumeDetach", "Waiting for node volumes to be detached", SEVERITY_INFO)],
+    STAGE_VOLUMES: [_PRE_DRAIN_OK, ("VolumeDetachSucceeded", "False", "WaitingForVolumeDetach", _VOLUME_WAIT_MESSAGE, SEVERITY_INFO)],
     STAGE_VOLUMES_DETACHED: [_PRE_DRAIN_OK, ("VolumeDetachSucceeded", "True", "", "", "")],
     STAGE_PRE_TERMINATE: [("PreTerminateDeleteHookSucceeded", "False", "WaitingExternalHook", None, SEVERITY_INFO)],
 }
@@ -183,7 +192,12 @@ def capi_v1beta1_conditions(current: list[dict], stage: Stage | None, now: _dt.d
     if stage is None:
         return result
     for condition_type, status, reason, default_message, severity in _CAPI_V1BETA1.get(stage.name, _PRE_TERMINATE_OK):
-        message = "" if default_message is None or not reason else stage.message or default_message
+        if default_message is None or not reason:
+            message = ""
+        elif isinstance(default_message, _Fixed):
+            message = str(default_message)
+        else:
+            message = stage.message or default_message
         result = set_v1beta1_condition(result, _condition(condition_type, status, reason, message, severity), now)
     return result
 
@@ -215,3 +229,14 @@ def capi_deleting_condition(current: list[dict], stage: Stage | None, now: _dt.d
         return list(current)
     new = {"type": "Deleting", "status": "True", "reason": capi_deleting_reason(stage), "message": capi_deleting_message(stage)}
     return set_metav1_condition(current, new, now, machine_generation)
+
+
+def hook_condition_type(point: str, hook_name: str) -> str:
+    """The condition in which a hook-implementing controller reports its hook's
+    outcome (seed 000): the lifecycle point, the hook name, then ``Succeeded``,
+    each word starting with a capital letter and anything but letters and
+    digits dropped. ``preTerminate`` + ``flush-logs`` gives
+    ``PreTerminateFlushLogsSucceeded``; ``preDrain`` + ``MigrateImportantApp``
+    gives ``PreDrainMigrateImportantAppSucceeded``."""
+    words = re.findall(r"[A-Za-z0-9]+", f"{point} {hook_name}")
+    return "".join(word[:1].upper() + word[1:] for word in words) + "Succeeded"

@@ -21,6 +21,8 @@ from ansible_collections.lifecycle.machine.plugins.module_utils._conditions impo
     capi_deleting_condition,
     capi_v1beta1_conditions,
     openshift_conditions,
+    set_metav1_condition,
+    set_v1beta1_condition,
 )
 
 OPENSHIFT = "openshift"
@@ -47,6 +49,13 @@ OPENSHIFT_VOLUME_START_ANNOTATION = "lifecycle.machine.dev/volume-detach-start-t
 
 OPENSHIFT_HOOK_NAME_PATTERN = re.compile(r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])$")
 QUALIFIED_NAME_PATTERN = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
+# metav1.Condition's rules for a condition's type (the same qualified-name rule
+# as OpenShift hook names) and reason; v1beta1-style conditions follow them too.
+CONDITION_TYPE_PATTERN = OPENSHIFT_HOOK_NAME_PATTERN
+CONDITION_REASON_PATTERN = re.compile(r"^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$")
+# Field limits: Cluster API's v1beta1 condition schema, and metav1.Condition's.
+V1BETA1_CONDITION_LIMITS = {"type": 256, "reason": 256, "message": 10240}
+METAV1_CONDITION_LIMITS = {"type": 316, "reason": 1024, "message": 32768}
 CAPI_DEFAULT_NODE_DELETION_TIMEOUT = 10
 # Deleting condition reasons of the stages after the drain.
 PAST_DRAIN_REASONS = (
@@ -211,6 +220,64 @@ class Flavour:
         """A merge patch for the status subresource that records ``stage``; None when nothing changes."""
         raise NotImplementedError
 
+    # -- conditions written by others (hook-implementing controllers) ----------
+    @property
+    def metav1_conditions(self) -> bool:
+        """Whether the Machine's own condition list holds metav1.Conditions
+        (Cluster API v1beta2) rather than v1beta1-style conditions."""
+        return False
+
+    def custom_conditions(self, machine: dict) -> list[dict]:
+        """The list a condition set by someone else goes into: ``status.conditions``,
+        which is the list ``kubectl describe`` shows for every flavour."""
+        return list(_status(machine).get("conditions") or [])
+
+    def custom_condition(self, machine: dict, condition_type: str) -> dict | None:
+        return _find_condition(self.custom_conditions(machine), condition_type)
+
+    def condition_errors(self, condition_type: str, reason: str | None = None, message: str | None = None) -> list[str]:
+        """Why a condition may not be written to this flavour's list (empty when it may)."""
+        limits = METAV1_CONDITION_LIMITS if self.metav1_conditions else V1BETA1_CONDITION_LIMITS
+        errors = []
+        if not condition_type or len(condition_type) > limits["type"] or not CONDITION_TYPE_PATTERN.match(condition_type):
+            errors.append(f"condition type must be at most {limits['type']} characters matching {CONDITION_TYPE_PATTERN.pattern}")
+        if reason is not None:
+            if not reason and self.metav1_conditions:
+                errors.append("a reason is required in the metav1.Condition conditions of Cluster API v1beta2 Machines")
+            elif reason and (len(reason) > limits["reason"] or not CONDITION_REASON_PATTERN.match(reason)):
+                errors.append(f"condition reason must be at most {limits['reason']} characters matching {CONDITION_REASON_PATTERN.pattern}")
+        if message is not None and len(message) > limits["message"]:
+            errors.append(f"condition message must be at most {limits['message']} characters (got {len(message)})")
+        return errors
+
+    def set_condition_patch(self, machine: dict, condition: dict, now: _dt.datetime) -> dict | None:
+        """A status merge patch (with the resourceVersion) that sets ``condition``
+        (type, status, reason, message, severity) by the rules of this flavour's
+        list; None when the condition is already so."""
+        current = self.custom_conditions(machine)
+        if self.metav1_conditions:
+            updated = set_metav1_condition(current, condition, now, _meta(machine).get("generation"))
+        else:
+            new = {key: condition[key] for key in ("type", "status", "severity", "reason", "message") if condition.get(key)}
+            updated = set_v1beta1_condition(current, new, now)
+        # Compare the one condition, so a list merely sorted differently is not a change.
+        if _find_condition(updated, condition["type"]) == _find_condition(current, condition["type"]):
+            return None
+        return self._conditions_patch(machine, updated)
+
+    def remove_condition_patch(self, machine: dict, condition_type: str) -> dict | None:
+        """A status merge patch removing the condition ``condition_type``; None when there is none."""
+        current = self.custom_conditions(machine)
+        if _find_condition(current, condition_type) is None:
+            return None
+        return self._conditions_patch(machine, [c for c in current if c.get("type") != condition_type])
+
+    @staticmethod
+    def _conditions_patch(machine: dict, conditions: list[dict]) -> dict:
+        # A merge patch replaces the whole list; the resourceVersion makes the
+        # server refuse it (409) if anyone changed the Machine since we read it.
+        return {"metadata": {"resourceVersion": _meta(machine).get("resourceVersion")}, "status": {"conditions": conditions}}
+
     # -- gates -----------------------------------------------------------------
     def drained(self, machine: dict) -> bool:
         """Whether the drain step is finished as far as the Machine records it."""
@@ -305,6 +372,10 @@ class ClusterAPIFlavour(Flavour):
     @property
     def v1beta2(self) -> bool:
         return self.version != "v1beta1"
+
+    @property
+    def metav1_conditions(self) -> bool:
+        return self.v1beta2
 
     def hooks(self, machine: dict) -> dict[str, list[Hook]]:
         annotations = _meta(machine).get("annotations") or {}
@@ -451,6 +522,10 @@ class ClusterAPIFlavour(Flavour):
         if is_deleting(machine) and _status(machine).get("phase") != "Deleting":
             patch["phase"] = "Deleting"
         return {"status": patch} if patch else None
+
+
+def _find_condition(conditions: list[dict], condition_type: str) -> dict | None:
+    return next((c for c in conditions if c.get("type") == condition_type), None)
 
 
 def flavour_for(machine_or_api_version: dict | str) -> Flavour:

@@ -326,11 +326,12 @@ def test_machine_info_wait_for_deleted(flavour, namespace, make_machine, run_mod
     kube.delete(path)
 
     def release() -> None:
-        time.sleep(4)
+        # Late enough that the module (a whole ansible process) is waiting even on a busy machine.
+        time.sleep(12)
         kube.patch(path, {"metadata": {"finalizers": None}})
 
     threading.Thread(target=release).start()
-    result = run_module("machine_info", {"machine": machine, "namespace": namespace, "wait": True, "wait_for": "deleted", "wait_timeout": 30})
+    result = run_module("machine_info", {"machine": machine, "namespace": namespace, "wait": True, "wait_for": "deleted", "wait_timeout": 60})
     assert not result.get("failed"), result
     assert result["machines"][0]["exists"] is False
     assert result["waited"] > 0
