@@ -64,12 +64,16 @@ def capi_machine(name: str, labels: dict, annotations: dict | None = None) -> di
     }
 
 
-def workload(name: str, replicas: int, labels: dict, node_name: str | None = None) -> dict:
-    spec: dict = {"terminationGracePeriodSeconds": GRACE, "containers": [{"name": name, "image": f"registry.invalid/{name}:1"}]}
-    if node_name:
-        spec["nodeName"] = node_name
-    else:
-        spec["nodeSelector"] = {"pool": "demo"}
+def workload(name: str, replicas: int, labels: dict, prefer_node: str | None = None) -> dict:
+    spec: dict = {
+        "terminationGracePeriodSeconds": GRACE,
+        "nodeSelector": {"pool": "demo"},
+        "containers": [{"name": name, "image": f"registry.invalid/{name}:1"}],
+    }
+    if prefer_node:
+        # Starts on that Node while it is schedulable; moves elsewhere once it is cordoned.
+        preference = {"matchExpressions": [{"key": "kubernetes.io/hostname", "operator": "In", "values": [prefer_node]}]}
+        spec["affinity"] = {"nodeAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [{"weight": 100, "preference": preference}]}}
     return {
         "apiVersion": "apps/v1",
         "kind": "Deployment",
@@ -114,7 +118,7 @@ def build(kube: KubeApi) -> None:
     kube.create(f"/api/v1/namespaces/{OCP_NS}/configmaps", {"metadata": {"name": "instance-ocp-worker-0"}, "data": {"state": "running"}})
 
     apps = f"/apis/apps/v1/namespaces/{NS}"
-    kube.create(f"{apps}/deployments", workload("web", 4, {}))
+    kube.create(f"{apps}/deployments", workload("web", 4, {}, VICTIM))
     kube.create(
         f"/apis/policy/v1/namespaces/{NS}/poddisruptionbudgets",
         {"metadata": {"name": "web"}, "spec": {"minAvailable": 3, "selector": {"matchLabels": {"app": "web"}}}},
@@ -231,10 +235,17 @@ def playbook(name: str, extra: dict, prefix: str) -> subprocess.Popen:
     proc = subprocess.Popen(command, cwd=REPO, env=ansible_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 
     def pump() -> None:
+        # Show the tasks that changed or failed something, and the recap; the role's
+        # bookkeeping tasks would drown the timeline.
+        task = ""
         for raw in proc.stdout:
             line = raw.rstrip()
-            if line.startswith(("TASK [", "PLAY RECAP", "fatal", "failed", "changed:", "ok:")) or "msg" in line:
-                say(f"{prefix} {line}")
+            if line.startswith("TASK ["):
+                task = line.split("[", 1)[1].split("]", 1)[0].split(" : ")[-1]
+            elif line.startswith(("changed:", "fatal:", "failed:")):
+                say(f"{prefix} {line.split(':', 1)[0]}: {task}{' ' + line.split('=>', 1)[1][:300] if '=>' in line and 'changed' not in line else ''}")
+            elif line.startswith("localhost") and "ok=" in line:
+                say(f"{prefix} recap: {' '.join(line.split()[2:6])}")
 
     threading.Thread(target=pump, daemon=True).start()
     return proc
@@ -258,7 +269,8 @@ def main(argv: list[str]) -> int:
         build(kube)
         wait_ready(kube)
         say(f"on Node {VICTIM}: " + ", ".join(sorted(p["metadata"]["name"].rsplit("-", 2)[0] for p in pods_on(kube, VICTIM))))
-        say("web (4 replicas) has a PodDisruptionBudget minAvailable 3; storage is ordered last by MachineDrainRule storage-last (order 100);")
+        say("web (4 replicas) has a PodDisruptionBudget minAvailable 3: one eviction at a time, the 429s are retried;")
+        say("storage is ordered last by MachineDrainRule storage-last (order 100);")
         say("monitoring carries cluster.x-k8s.io/drain=skip; node-agent is a DaemonSet")
         machine_path = f"/apis/cluster.x-k8s.io/v1beta2/namespaces/{NS}/machines/{VICTIM}"
         infra = [

@@ -287,3 +287,26 @@ def test_capi_skip_cases(*, flavour, kube, namespace, make_node, make_machine, c
     assert done.returncode == 0, done.stdout + done.stderr
     assert kube.get(path) is None
     assert kube.get(f"/api/v1/nodes/{node}") is not None, "the Node was deleted although the Cluster is being deleted"
+
+
+def test_hook_controllers_and_the_role_together(flavour, kube, victim, run_playbook, kubeconfig_env) -> None:
+    """Two hook_controller instances (preDrain and preTerminate) and delete_machine
+    run at the same time: the Machine goes and each controller works exactly once."""
+    v = victim(hooks={"preDrain": [("backup", "backup-ctl")], "preTerminate": [("flush-logs", "log-ctl")]})
+    env = ansible_env(os.environ["K8S_AUTH_KUBECONFIG"])
+    env["ANSIBLE_PYTHON_INTERPRETER"] = sys.executable
+    ansible_playbook = str(Path(sys.executable).parent / "ansible-playbook")
+    controllers = []
+    for name, owner, point in (("backup", "backup-ctl", "preDrain"), ("flush-logs", "log-ctl", "preTerminate")):
+        extra = {"machine_name": v.name, "machine_namespace": v.namespace, "hook_name": name, "hook_owner": owner, "hook_point": point}
+        command = [ansible_playbook, "-i", "localhost,", "-c", "local", str(REPO / "tests/integration/files/hook_controller.yml"), "-e", json.dumps(extra)]
+        controllers.append(subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
+    deletion = run_playbook(PLAYBOOK, playbook_vars(v))
+    outputs = [c.communicate(timeout=300)[0] for c in controllers]
+    assert deletion.returncode == 0, deletion.stdout + deletion.stderr
+    for controller, output in zip(controllers, outputs, strict=True):
+        assert controller.returncode == 0, output
+    assert_all_gone(kube, v)
+    for hook in ("backup", "flush-logs"):
+        runs = kube.list(f"/api/v1/namespaces/{v.namespace}/configmaps", label_selector=f"lm-work={hook}")
+        assert len(runs) == 1, f"{hook} ran {len(runs)} times"
