@@ -85,7 +85,7 @@ def victim(*, kube, flavour, namespace, make_node, make_machine, capi_cluster):
             kube.create(f"/api/v1/namespaces/{namespace}/configmaps", {"metadata": {"name": f"instance-{name}"}, "data": {"state": "running"}})
         else:
             for path in result.infra_paths:
-                group_version = path.split("/namespaces/")[0].removeprefix("/apis/")
+                group_version = path.split("/namespaces/", 1)[0].removeprefix("/apis/")
                 kind = "FakeMachine" if "fakemachines" in path else "FakeBootstrapConfig"
                 kube.create(path.rsplit("/", 1)[0], {"apiVersion": group_version, "kind": kind, "metadata": {"name": name}})
         kube.create(

@@ -1,0 +1,167 @@
+# Copyright: lifecycle.machine contributors
+# Apache License 2.0 (see LICENSE)
+"""API calls for the Alive object (the cluster deletion signal): find where it
+is served, read it, write one finalizer with optimistic concurrency, and wait
+on it with a watch. The decisions are in ``_alive.py``."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from ansible_collections.lifecycle.machine.plugins.module_utils._alive import ALIVE_KIND, add_finalizer_patch, alive_label, remove_finalizer_patch
+from ansible_collections.lifecycle.machine.plugins.module_utils._api import JSON_PATCH, ApiError, KubeApi, resource_path
+from ansible_collections.lifecycle.machine.plugins.module_utils._common import MachineError
+
+CONFLICT_RETRIES = 10
+
+
+@dataclass(frozen=True)
+class AliveRef:
+    """Where one Alive object lives."""
+
+    api_version: str
+    plural: str
+    namespaced: bool
+    name: str
+    namespace: str | None
+
+    @property
+    def path(self) -> str:
+        return resource_path(self.api_version, self.plural, self.namespace, self.name)
+
+    @property
+    def collection(self) -> str:
+        return resource_path(self.api_version, self.plural, self.namespace)
+
+    @property
+    def label(self) -> str:
+        return alive_label(self.namespace, self.name)
+
+
+def resolve(api: KubeApi, api_version: str, name: str, namespace: str | None) -> AliveRef:
+    """Find the Alive resource in ``api_version`` by discovery.
+
+    Fails when the API is not served: a mistyped api_version, or a cluster
+    without the CRD, must not look like an Alive object that is already gone
+    (a teardown would then skip every component's cleanup).
+    """
+    if "/" not in api_version:
+        raise MachineError(f"api_version {api_version!r} must be <group>/<version>; Alive is a custom resource")
+    info = api.get(f"/apis/{api_version}")
+    if info is None:
+        raise MachineError(
+            f"The API {api_version} is not served by this cluster, so it has no Alive object: install the Alive CustomResourceDefinition "
+            "(see the collection's docs/cluster_deletion.md) or set api_version to the API that serves Alive"
+        )
+    for resource in info.get("resources") or []:
+        if resource.get("kind") == ALIVE_KIND and "/" not in resource.get("name", "/"):
+            namespaced = bool(resource.get("namespaced"))
+            if namespaced and not namespace:
+                raise MachineError(f"Alive objects of {api_version} are namespaced: namespace is required")
+            return AliveRef(api_version, resource["name"], namespaced, name, namespace if namespaced else None)
+    raise MachineError(f"The API {api_version} serves no {ALIVE_KIND} kind")
+
+
+def get(api: KubeApi, ref: AliveRef) -> dict | None:
+    return api.get(ref.path)
+
+
+def namespace_exists(api: KubeApi, namespace: str) -> bool:
+    return api.get(resource_path("v1", "namespaces", name=namespace)) is not None
+
+
+def create_namespace(api: KubeApi, namespace: str, dry_run: bool = False) -> dict:
+    return api.create(resource_path("v1", "namespaces"), {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}}, dry_run=dry_run)
+
+
+def create(api: KubeApi, ref: AliveRef, dry_run: bool = False) -> dict:
+    metadata = {"name": ref.name}
+    if ref.namespace:
+        metadata["namespace"] = ref.namespace
+    # The seed's object: an empty spec; the object's existence is the signal.
+    return api.create(ref.collection, {"apiVersion": ref.api_version, "kind": ALIVE_KIND, "metadata": metadata, "spec": {}}, dry_run=dry_run)
+
+
+def delete(api: KubeApi, ref: AliveRef, uid: str | None, dry_run: bool = False) -> bool:
+    """Delete the Alive object (only the one that was read, by uid); False when already gone."""
+    body = {"apiVersion": "v1", "kind": "DeleteOptions", "preconditions": {"uid": uid}} if uid else None
+    try:
+        return api.delete(ref.path, body=body, dry_run=dry_run)
+    except ApiError as exc:
+        if exc.status == 409 and uid:  # replaced by a new object since it was read: that one was not asked about
+            raise MachineError(f"Alive {ref.label} was replaced by a new object while being deleted; nothing was deleted") from None
+        raise
+
+
+def set_finalizer(api: KubeApi, ref: AliveRef, finalizer: str, present: bool, dry_run: bool = False) -> tuple[dict | None, dict | None, bool]:
+    """Add or remove one finalizer on the Alive object, never touching the others.
+
+    Returns (object before, object after, changed). Patches are guarded
+    (``_alive`` builds them with ``test`` operations); when another writer got in
+    between, the object is re-read and the patch rebuilt.
+    """
+    current = get(api, ref)
+    for _attempt in range(CONFLICT_RETRIES):
+        if current is None:
+            if present:
+                raise MachineError(f"Alive {ref.label} not found: it must exist before a component can hang finalizer {finalizer} on it")
+            return None, None, False
+        meta = current["metadata"]
+        if present and finalizer not in (meta.get("finalizers") or []) and meta.get("deletionTimestamp"):
+            raise MachineError(
+                f"Cannot add finalizer {finalizer} to Alive {ref.label}: it is being deleted (since {meta['deletionTimestamp']}), "
+                "and an object being deleted accepts no new finalizers"
+            )
+        patch = add_finalizer_patch(current, finalizer) if present else remove_finalizer_patch(current, finalizer)
+        if patch is None:
+            return current, current, False
+        try:
+            return current, api.patch(ref.path, patch, content_type=JSON_PATCH, dry_run=dry_run), True
+        except ApiError as exc:
+            # A failed "test" operation (the object changed since it was read) is
+            # answered 422; a stale resourceVersion 409.
+            if exc.status not in (409, 422):
+                raise
+            fresh = get(api, ref)
+            if fresh is not None and fresh["metadata"].get("resourceVersion") == meta.get("resourceVersion"):
+                raise  # the object did not change: the patch itself was refused
+            current = fresh
+        time.sleep(0.05)
+    raise MachineError(f"Alive {ref.label} kept changing; gave up writing finalizer {finalizer} after {CONFLICT_RETRIES} conflicting updates")
+
+
+def wait(api: KubeApi, ref: AliveRef, satisfied: Callable[[dict | None], bool], deadline: float, current: dict | None) -> tuple[dict | None, bool]:
+    """Wait until ``satisfied(object, or None when gone)`` holds or ``deadline``
+    (a ``time.monotonic()`` value) passes; returns (object, satisfied).
+
+    Watches the object, so the wait ends the moment its last finalizer goes,
+    and re-reads it whenever a watch ends.
+    """
+    while True:
+        if satisfied(current):
+            return current, True
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            return current, False
+        resource_version = (current or {}).get("metadata", {}).get("resourceVersion")
+        try:
+            for event in api.watch(
+                ref.collection, field_selector=f"metadata.name={ref.name}", resource_version=resource_version, timeout=max(1, int(remaining))
+            ):
+                kind = event.get("type")
+                if kind == "DELETED":
+                    current = None
+                elif kind in ("ADDED", "MODIFIED"):
+                    current = event["object"]
+                else:  # BOOKMARK, or ERROR (e.g. an expired resourceVersion): re-read below
+                    break
+                if satisfied(current) or time.monotonic() >= deadline:
+                    break
+        except ApiError as exc:
+            if exc.status not in (410, 500, 503, 504):
+                raise
+            time.sleep(0.5)
+        if not satisfied(current):
+            current = get(api, ref)

@@ -1,0 +1,339 @@
+#!/usr/bin/python
+# Copyright: lifecycle.machine contributors
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+module: cluster_alive
+short_description: Create the cluster deletion signal (the Alive object), or delete it and wait for in-cluster cleanup
+version_added: 0.1.0
+description:
+  - Manages the C(Alive) object of the OpenShift "signal cluster deletion" enhancement, by default C(openshift-config/cluster).
+    In-cluster components that create external resources (cloud load balancers, buckets, DNS records) hang a finalizer
+    on it; deleting it tells them the cluster is being deprovisioned, and each removes its finalizer once its external
+    resources are cleaned up.
+  - O(state=present) creates the Alive object (at install time, or for an existing cluster). It is idempotent and
+    never changes an existing Alive object or its finalizers.
+  - O(state=absent) is the deprovision step. It deletes the Alive object and, with O(wait=true), watches it until
+    its finalizers have cleared and it is gone, or O(wait_timeout) passes. Every finalizer still present is returned
+    with the component that holds it, as far as the finalizer's name tells (C(<component>.<domain>/<purpose>) or
+    C(<domain>/<purpose>)).
+  - On timeout the task fails naming the holders (O(on_timeout=fail)), or succeeds with a warning that names them
+    (O(on_timeout=proceed)), for a teardown that must go on and accepts that their external resources may be left behind.
+  - Running O(state=absent) again on an Alive object already being deleted changes nothing and waits again.
+author:
+  - lifecycle.machine maintainers (@lifecycle-machine)
+attributes:
+  check_mode:
+    support: full
+    description: The create or delete is sent as a server-side dry run (so permissions and admission are checked) and
+      nothing is waited for; the result predicts the change and lists the finalizers that would have to be released.
+  diff_mode:
+    support: full
+    description: Shows the Alive object (deletion timestamp and finalizers) before and after.
+  platform:
+    support: full
+    platforms: kubernetes
+    description: Talks to the Kubernetes API server from the controller, like kubernetes.core modules.
+options:
+  state:
+    description:
+      - V(present) creates the Alive object if it does not exist.
+      - V(absent) deletes it and (with O(wait=true)) waits for it to be gone.
+    type: str
+    choices: [present, absent]
+    default: present
+  create_namespace:
+    description:
+      - With O(state=present), create O(namespace) when it does not exist.
+      - Off by default because the conventional namespace, C(openshift-config), always exists on OpenShift, and a
+        missing namespace more often means a wrong cluster or a typo than one to create.
+    type: bool
+    default: false
+  wait:
+    description:
+      - With O(state=absent), wait until the Alive object is gone (every finalizer released).
+    type: bool
+    default: true
+  wait_timeout:
+    description:
+      - How many seconds to wait for the Alive object to be gone.
+    type: int
+    default: 600
+  on_timeout:
+    description:
+      - What to do when the Alive object is still there after O(wait_timeout).
+      - V(fail) - fail the task, naming each finalizer left and its holder. A later run waits again.
+      - V(proceed) - succeed with a warning naming them, and report them in RV(finalizers).
+    type: str
+    choices: [fail, proceed]
+    default: fail
+extends_documentation_fragment:
+  - kubernetes.core.k8s_auth_options
+  - lifecycle.machine.alive
+requirements:
+  - python >= 3.11
+  - kubernetes >= 24.2.0
+notes:
+  - The Alive CustomResourceDefinition must be installed; see the collection's C(docs/cluster_deletion.md).
+  - The holder of a finalizer is read from its name by convention only; a finalizer without a domain has no known
+    holder, except those Kubernetes itself defines.
+seealso:
+  - module: lifecycle.machine.cluster_alive_info
+  - module: lifecycle.machine.cluster_alive_finalizer
+  - name: Signal cluster deletion
+    description: The OpenShift enhancement that introduced the Alive object.
+    link: https://github.com/openshift/enhancements/blob/master/enhancements/installer/signal-cluster-deletion.md
+"""
+
+EXAMPLES = r"""
+- name: Create the cluster deletion signal at install time
+  lifecycle.machine.cluster_alive:
+    state: present
+
+- name: On a cluster without openshift-config, create the namespace too
+  lifecycle.machine.cluster_alive:
+    namespace: cluster-lifecycle
+    create_namespace: true
+
+- name: Deprovision - signal cluster deletion and wait up to 15 minutes for in-cluster cleanup
+  lifecycle.machine.cluster_alive:
+    state: absent
+    wait_timeout: 900
+  register: alive
+
+- name: Deprovision even if some component does not finish its cleanup in time
+  lifecycle.machine.cluster_alive:
+    state: absent
+    wait_timeout: 300
+    on_timeout: proceed
+  register: alive
+
+- name: Show who is still holding the cluster
+  ansible.builtin.debug:
+    msg: "{{ item.name }} held by {{ item.holder | default('an unknown component', true) }}"
+  loop: "{{ alive.finalizers }}"
+  when: alive.timed_out
+"""
+
+RETURN = r"""
+alive:
+  description: The Alive object at the end of the task (predicted in check mode for O(state=present)).
+  returned: always
+  type: dict
+  contains:
+    exists:
+      description: Whether the Alive object exists.
+      type: bool
+    name:
+      description: Its name.
+      type: str
+      sample: cluster
+    namespace:
+      description: Its namespace (null for a cluster-scoped Alive kind).
+      type: str
+      sample: openshift-config
+    api_version:
+      description: The API it was read from.
+      type: str
+      sample: lifecycle.machine.dev/v1alpha1
+    uid:
+      description: C(metadata.uid).
+      type: str
+    creation_timestamp:
+      description: C(metadata.creationTimestamp).
+      type: str
+    deletion_timestamp:
+      description: C(metadata.deletionTimestamp); set once deprovision has started.
+      type: str
+    deleting:
+      description: Whether the Alive object is being deleted.
+      type: bool
+    finalizers:
+      description: Its finalizers, each with its holder (same shape as RV(finalizers)).
+      type: list
+      elements: dict
+finalizers:
+  description:
+    - The finalizers still on the Alive object at the end, in order, each with who holds it.
+    - With O(state=absent) and O(wait=true) these are the components that did not release it in time (empty when it is gone).
+  returned: always
+  type: list
+  elements: dict
+  contains:
+    name:
+      description: The finalizer.
+      type: str
+      sample: ingress.operator.openshift.io/lb-cleanup
+    holder:
+      description: Who holds it - the finalizer's domain prefix, a Kubernetes component for Kubernetes' own
+        finalizers, or null when the name does not tell.
+      type: str
+      sample: ingress.operator.openshift.io
+    component:
+      description: The first DNS label of the prefix when it has the C(<component>.<domain>) form (more than two labels), else null.
+      type: str
+      sample: ingress
+    purpose:
+      description: The part of the name after the prefix.
+      type: str
+      sample: lb-cleanup
+deleted:
+  description: Whether the Alive object is gone at the end of the task.
+  returned: always
+  type: bool
+timed_out:
+  description: Whether the wait ended with the Alive object still there.
+  returned: always
+  type: bool
+released:
+  description: Names of the finalizers that were released while the task waited.
+  returned: always
+  type: list
+  elements: str
+  sample: ["cloud-credential.openshift.io/cleanup"]
+waited:
+  description: Seconds spent waiting.
+  returned: always
+  type: float
+namespace_created:
+  description: Whether the namespace was (or in check mode would be) created.
+  returned: always
+  type: bool
+diff:
+  description: The Alive object before and after (name, namespace, deletion timestamp, finalizers); empty when absent.
+  returned: when diff mode is on and something changed
+  type: dict
+"""
+
+import time
+
+from ansible_collections.lifecycle.machine.plugins.module_utils import _alive_api as alive_api
+from ansible_collections.lifecycle.machine.plugins.module_utils._alive import (
+    alive_argument_spec,
+    alive_summary,
+    describe_finalizers,
+    diff_view,
+    released,
+    timeout_message,
+)
+from ansible_collections.lifecycle.machine.plugins.module_utils._api import ApiError
+from ansible_collections.lifecycle.machine.plugins.module_utils._common import MachineError, new_module, run
+
+
+def _summary(ref, obj):
+    return alive_summary(obj, name=ref.name, namespace=ref.namespace, api_version=ref.api_version)
+
+
+def _result(ref, before, after, *, changed, deleted=False, timed_out=False, released_names=(), waited=0.0, namespace_created=False):
+    result = {
+        "changed": changed,
+        "alive": after,
+        "finalizers": after["finalizers"],
+        "deleted": deleted,
+        "timed_out": timed_out,
+        "released": list(released_names),
+        "waited": round(waited, 1),
+        "namespace_created": namespace_created,
+    }
+    if changed:
+        result["diff"] = {"before": diff_view(before), "after": diff_view(after)}
+    return result
+
+
+def ensure_present(api, ref, params, check_mode):
+    current = alive_api.get(api, ref)
+    if current is not None:
+        summary = _summary(ref, current)
+        if summary["deleting"]:
+            raise MachineError(
+                f"Alive {ref.label} is being deleted (since {summary['deletion_timestamp']}) and waits for finalizers "
+                f"{describe_finalizers(summary['finalizers']) or '(none left)'}; it can be created again only once it is gone",
+                alive=summary,
+            )
+        return _result(ref, summary, summary, changed=False)
+    namespace_created = False
+    if ref.namespace and not alive_api.namespace_exists(api, ref.namespace):
+        if not params["create_namespace"]:
+            raise MachineError(f"Namespace {ref.namespace} not found: create it, or set create_namespace=true; Alive {ref.label} was not created")
+        alive_api.create_namespace(api, ref.namespace, dry_run=check_mode)
+        namespace_created = True
+    if check_mode and namespace_created:
+        # A dry-run create in a namespace that does not exist yet would be refused; predict it.
+        created = {"metadata": {"name": ref.name, "namespace": ref.namespace}}
+    else:
+        try:
+            created = alive_api.create(api, ref, dry_run=check_mode)
+        except ApiError as exc:
+            if exc.status != 409:
+                raise
+            # Created by someone else since it was read: present, and not by us.
+            summary = _summary(ref, alive_api.get(api, ref))
+            return _result(ref, summary, summary, changed=False, namespace_created=namespace_created)
+    return _result(ref, _summary(ref, None), _summary(ref, created), changed=True, namespace_created=namespace_created)
+
+
+def ensure_absent(api, ref, params, check_mode, warn):
+    current = alive_api.get(api, ref)
+    before = _summary(ref, current)
+    changed = False
+    if current is not None and not before["deleting"]:
+        changed = alive_api.delete(api, ref, before["uid"], dry_run=check_mode)
+    if check_mode:
+        # Nothing was deleted, so nothing is waited for; report who would have to release it.
+        result = _result(ref, before, before, changed=changed, deleted=current is None)
+        if changed:
+            predicted = {**diff_view(before), "deletion_timestamp": "(set by the deletion)"} if before["finalizers"] else {}
+            result["diff"]["after"] = predicted
+        return result
+    after_delete = alive_api.get(api, ref) if current is not None else None
+    started = time.monotonic()
+    final, gone = after_delete, after_delete is None
+    if params["wait"] and not gone:
+        final, gone = alive_api.wait(api, ref, lambda obj: obj is None, started + params["wait_timeout"], after_delete)
+    after = _summary(ref, final)
+    result = _result(
+        ref,
+        before,
+        after,
+        changed=changed,
+        deleted=gone,
+        timed_out=params["wait"] and not gone,
+        released_names=released(before["finalizers"], after["finalizers"]),
+        waited=time.monotonic() - started,
+    )
+    if result["timed_out"]:
+        proceed = params["on_timeout"] == "proceed"
+        message = timeout_message(ref.label, params["wait_timeout"], after["finalizers"], proceed)
+        if not proceed:
+            raise MachineError(message, **result)
+        warn(message)
+    return result
+
+
+def manage_alive(api, params, check_mode, warn):
+    ref = alive_api.resolve(api, params["api_version"], params["name"], params["namespace"])
+    if params["state"] == "present":
+        return ensure_present(api, ref, params, check_mode)
+    return ensure_absent(api, ref, params, check_mode, warn)
+
+
+def main():
+    argument_spec = alive_argument_spec()
+    argument_spec.update(
+        state={"type": "str", "choices": ["present", "absent"], "default": "present"},
+        create_namespace={"type": "bool", "default": False},
+        wait={"type": "bool", "default": True},
+        wait_timeout={"type": "int", "default": 600},
+        on_timeout={"type": "str", "choices": ["fail", "proceed"], "default": "fail"},
+    )
+    module = new_module(argument_spec, supports_check_mode=True)
+    if module.params["wait_timeout"] < 0:
+        module.fail_json(msg=f"wait_timeout must be 0 or more seconds, got {module.params['wait_timeout']}")
+    run(module, lambda api: manage_alive(api, module.params, module.check_mode, module.warn))
+
+
+if __name__ == "__main__":
+    main()
