@@ -194,8 +194,9 @@ def test_delete_machine_job_template(*, flavour, kube, victim, awx_credential, a
     typed = {"machine_name": v.name, "machine_namespace": v.namespace, "drain_timeout": 300, "terminate_timeout": 300, "drain_rules": DRAIN_RULES_TEXT}
     if flavour == "openshift":
         grant_simulated_provider(kube, v.namespace)
-        # In an execution environment the project is /runner/project; here it is job.project.
-        typed["provider_tasks"] = str(job.add_to_project("provider/terminate_instance.yml", PROVIDER_TASKS))
+        # A task file in the project, given relative to the playbook's directory as a user would.
+        job.add_to_project("provider/terminate_instance.yml", PROVIDER_TASKS)
+        typed["provider_tasks"] = "../provider/terminate_instance.yml"
 
     assert_successful(job.launch(typed))
     assert_all_gone(kube, v)

@@ -3,6 +3,7 @@ survey answer lands on a variable the playbook reads, with the playbook's own de
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 import sys
@@ -120,6 +121,25 @@ def test_configure_playbook_passes_syntax_check() -> None:
         check=False,
     )
     assert checked.returncode == 0, checked.stdout + checked.stderr
+
+
+def test_configure_playbook_uses_only_documented_awx_options() -> None:
+    """Every awx.awx task names options its module documents, with its required ones, and
+    literal values among their choices (ansible-lint does not check the arguments of these modules)."""
+    tasks = [(name, task[name]) for task in _configure_play()["tasks"] for name in task if name.startswith("awx.awx.")]
+    modules = sorted({name for name, _ in tasks})
+    listed = subprocess.run([str(BIN / "ansible-doc"), "--json", *modules], capture_output=True, text=True, check=True)
+    docs = {name: doc["doc"]["options"] for name, doc in json.loads(listed.stdout).items()}
+    for name, arguments in tasks:
+        options = docs[name]
+        known = {alias for option, spec in options.items() for alias in [option, *(spec.get("aliases") or [])]}
+        assert set(arguments) <= known, f"{name}: unknown options {sorted(set(arguments) - known)}"
+        missing = [option for option, spec in options.items() if spec.get("required") and option not in arguments]
+        assert not missing, f"{name}: missing required options {missing}"
+        for option, value in arguments.items():
+            choices = (options.get(option) or {}).get("choices")
+            if choices and isinstance(value, str) and "{{" not in value:
+                assert value in choices, f"{name}: {option}={value!r} is not one of {choices}"
 
 
 def test_job_templates_prompt_for_nothing() -> None:
