@@ -83,8 +83,8 @@ def credential_inputs(kubeconfig: str, token: str) -> dict:
 @pytest.fixture(scope="module")
 def awx_credential(kube: KubeApi, kubeconfig: str) -> dict:
     """extensions/awx/rbac.yml applied as shipped; a token of its ServiceAccount."""
-    for document in yaml.safe_load_all(RBAC.read_text()):
-        apply(kube, document)
+    for item in yaml.safe_load(RBAC.read_text())["items"]:
+        apply(kube, item)
     return credential_inputs(kubeconfig, service_account_token(kube, SA_NAME))
 
 

@@ -127,7 +127,7 @@ def test_configure_playbook_uses_only_documented_awx_options() -> None:
     """Every awx.awx task names options its module documents, with its required ones, and
     literal values among their choices (ansible-lint does not check the arguments of these modules)."""
     tasks = [(name, task[name]) for task in _configure_play()["tasks"] for name in task if name.startswith("awx.awx.")]
-    modules = sorted({name for name, _ in tasks})
+    modules = sorted({name for name, _arguments in tasks})
     listed = subprocess.run([str(BIN / "ansible-doc"), "--json", *modules], capture_output=True, text=True, check=True)
     docs = {name: doc["doc"]["options"] for name, doc in json.loads(listed.stdout).items()}
     for name, arguments in tasks:
@@ -151,7 +151,7 @@ def test_job_templates_prompt_for_nothing() -> None:
 
 
 def test_cluster_role_grants_no_plain_pod_deletion() -> None:
-    documents = list(yaml.safe_load_all((AWX / "rbac.yml").read_text()))
+    documents = yaml.safe_load((AWX / "rbac.yml").read_text())["items"]
     role = next(d for d in documents if d["kind"] == "ClusterRole" and d["metadata"]["name"] == "lifecycle-machine")
     binding = next(d for d in documents if d["kind"] == "ClusterRoleBinding")
     assert binding["roleRef"]["name"] == "lifecycle-machine"
