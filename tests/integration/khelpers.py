@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable
 from typing import Any
@@ -98,3 +99,133 @@ def capi_machine(
         },
         "spec": {"clusterName": cluster, "bootstrap": {"configRef": bootstrap_ref}, "infrastructureRef": infra_ref, **(spec or {})},
     }
+
+
+# ---------------------------------------------------------------------------
+# Watching Pods from the side (appended for the machine_drain tests)
+
+
+def pod_is_ready(pod: dict) -> bool:
+    """Ready condition True and not terminating: what a PodDisruptionBudget counts as healthy."""
+    if (pod.get("metadata") or {}).get("deletionTimestamp"):
+        return False
+    return any(c.get("type") == "Ready" and c.get("status") == "True" for c in (pod.get("status") or {}).get("conditions") or [])
+
+
+class PodRecorder:
+    """Records, from a watch on one namespace's Pods, the order in which Pods
+    got a deletionTimestamp and disappeared, independently of the code under test.
+
+    Events of one watch arrive in the order the API server stored them, so
+    their sequence numbers order the changes exactly. ``sync()`` makes sure
+    every change made before it was called has been recorded.
+    """
+
+    def __init__(self, api: Any, namespace: str):
+        self.api = api
+        self.namespace = namespace
+        self.path = f"/api/v1/namespaces/{namespace}/pods"
+        self.events: list[dict] = []  # {"seq", "time", "type", "key", "pod"}
+        self.deleting_at: dict[str, int] = {}  # first event with a deletionTimestamp
+        self.deleting_time: dict[str, float] = {}
+        self.gone_at: dict[str, int] = {}
+        self.grace: dict[str, int | None] = {}  # deletionGracePeriodSeconds when first seen terminating
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._seen = threading.Condition(self._lock)
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._marker = 0
+        self.error: BaseException | None = None
+
+    def start(self) -> PodRecorder:
+        listed = self.api.request("GET", self.path)
+        self._resource_version = listed["metadata"]["resourceVersion"]
+        for pod in listed.get("items") or []:
+            self._record("LISTED", pod)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=10)
+
+    def _run(self) -> None:
+        try:
+            while not self._stop.is_set():
+                for event in self.api.watch(self.path, resource_version=self._resource_version, timeout=2):
+                    obj = event.get("object") or {}
+                    if event.get("type") == "ERROR":
+                        raise RuntimeError(f"watch failed: {obj}")
+                    self._resource_version = obj["metadata"]["resourceVersion"]
+                    self._record(event["type"], obj)
+        except BaseException as exc:  # surfaced by sync()
+            self.error = exc
+
+    def _record(self, kind: str, pod: dict) -> None:
+        meta = pod["metadata"]
+        key = f"{meta['namespace']}/{meta['name']}"
+        with self._seen:
+            seq = len(self.events)
+            self.events.append({"seq": seq, "time": time.monotonic(), "type": kind, "key": key, "pod": pod})
+            if meta.get("deletionTimestamp") and key not in self.deleting_at:
+                self.deleting_at[key] = seq
+                self.deleting_time[key] = time.monotonic()
+                self.grace[key] = meta.get("deletionGracePeriodSeconds")
+            if kind == "DELETED":
+                self.gone_at[key] = seq
+            self._seen.notify_all()
+
+    def sync(self, timeout: float = 30) -> None:
+        """Wait until every change made before this call has been recorded.
+
+        A marker Pod (bound to no real Node, labelled to be skipped by any
+        drain) is created and deleted; its events arrive after everything
+        stored before them.
+        """
+        self._marker += 1
+        name = f"lm-marker-{self._marker}"
+        body = {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": name, "labels": {"cluster.x-k8s.io/drain": "skip", "lifecycle.machine.dev/marker": "true"}},
+            "spec": {"nodeName": "lm-no-such-node", "containers": [{"name": "c", "image": "marker"}]},
+        }
+        self.api.create(self.path, body)
+        self.api.request("DELETE", f"{self.path}/{name}", query={"gracePeriodSeconds": 0})
+        key = f"{self.namespace}/{name}"
+        deadline = time.monotonic() + timeout
+        with self._seen:
+            while key not in self.gone_at:
+                if self.error is not None:
+                    raise AssertionError(f"the Pod watch failed: {self.error!r}")
+                if time.monotonic() > deadline:
+                    pytest.fail(f"the Pod watch did not catch up within {timeout}s")
+                self._seen.wait(timeout=0.5)
+
+    def pods_evicted_out_of_order(self, orders: dict[str, int]) -> list[str]:
+        """Violations of the ordering rule: a Pod of order N got a deletionTimestamp
+        while a Pod of a lower order was still there."""
+        problems = []
+        for key, order in orders.items():
+            started = self.deleting_at.get(key)
+            if started is None:
+                continue
+            for other, other_order in orders.items():
+                if other_order < order and self.gone_at.get(other, float("inf")) > started:
+                    problems.append(f"{key} (order {order}) got a deletionTimestamp before {other} (order {other_order}) was gone")
+        return problems
+
+    def fewest_ready(self, match: Callable[[dict], bool], after_seq: int = 0) -> int:
+        """The fewest Pods matching ``match`` that were Ready (and not terminating)
+        at any moment after event ``after_seq``."""
+        state: dict[str, dict] = {}
+        fewest: int | None = None
+        for event in self.events:
+            if event["type"] == "DELETED":
+                state.pop(event["key"], None)
+            else:
+                state[event["key"]] = event["pod"]
+            if event["seq"] >= after_seq:
+                count = sum(1 for pod in state.values() if match(pod) and pod_is_ready(pod))
+                fewest = count if fewest is None else min(fewest, count)
+        return fewest if fewest is not None else 0

@@ -1,0 +1,276 @@
+"""Unit tests for the pure parts of the drain's API side and of the machine_drain run:
+how a refused eviction is reported, what a pass waits for, how long to wait,
+how rules are merged and how Pods are tracked across passes."""
+
+from __future__ import annotations
+
+import pytest
+
+from ansible_collections.lifecycle.machine.plugins.module_utils._api import ApiError
+from ansible_collections.lifecycle.machine.plugins.module_utils._drain import (
+    DRAIN,
+    SKIP,
+    TERMINATING_NAMESPACE_MESSAGE,
+    WAIT_COMPLETED,
+    DrainRuleError,
+    PodDecision,
+    plan_drain,
+)
+from ansible_collections.lifecycle.machine.plugins.module_utils._drainer import DrainPass, EvictionOutcome, _failure, _WatchState, budget_groups
+from ansible_collections.lifecycle.machine.plugins.module_utils._flavour import Hook
+from ansible_collections.lifecycle.machine.plugins.module_utils._machine_drain import PodLedger, go_quote, hooks_text, merge_rules, wait_seconds
+
+PDB = "Cannot evict pod as it would violate the pod's disruption budget."
+
+
+def decision(name: str, behavior: str = DRAIN, order: int = 0, terminating: bool = False) -> PodDecision:
+    return PodDecision(namespace="ns", name=name, behavior=behavior, order=order, terminating=terminating)
+
+
+def a_pass(decisions: list[PodDecision], outcome: EvictionOutcome | None = None, unreachable: bool = False, message: str = "x") -> DrainPass:
+    return DrainPass(
+        node={"metadata": {"name": "n"}},
+        decisions=decisions,
+        plan=plan_drain(decisions),
+        outcome=outcome or EvictionOutcome(),
+        message=message,
+        unreachable=unreachable,
+    )
+
+
+# ---------------------------------------------------------------------------
+# Refused evictions
+
+
+def test_pdb_refusal_keeps_the_causes() -> None:
+    cause = {"reason": "DisruptionBudget", "message": "The disruption budget web needs 2 healthy pods and has 2 currently"}
+    body = {"message": PDB, "details": {"causes": [cause]}}
+    assert _failure(ApiError(429, "Too Many Requests", body)) == (f"{PDB} The disruption budget web needs 2 healthy pods and has 2 currently", False)
+
+
+def test_429_without_details_is_the_message_alone() -> None:
+    assert _failure(ApiError(429, "Too Many Requests", {"message": PDB})) == (PDB, False)
+
+
+def test_404_means_gone() -> None:
+    assert _failure(ApiError(404, "Not Found", {"message": 'pods "a" not found'})) == (None, True)
+
+
+def test_uid_precondition_conflict_means_the_classified_pod_is_gone() -> None:
+    body = {"message": "Precondition failed: UID in precondition: 1, UID in object meta: 2"}
+    assert _failure(ApiError(409, "Conflict", body)) == (None, True)
+
+
+def test_other_conflicts_are_failures() -> None:
+    assert _failure(ApiError(409, "Conflict", {"message": "the object has been modified"})) == ("the object has been modified", False)
+
+
+def test_terminating_namespace_gets_the_upstream_text() -> None:
+    body = {"message": "unable to create new content in namespace ns because it is being terminated", "details": {"causes": [{"type": "NamespaceTerminating"}]}}
+    assert _failure(ApiError(403, "Forbidden", body)) == (TERMINATING_NAMESPACE_MESSAGE, False)
+
+
+def test_forbidden_for_other_reasons_keeps_the_server_message() -> None:
+    assert _failure(ApiError(403, "Forbidden", {"message": "denied"})) == ("denied", False)
+
+
+# ---------------------------------------------------------------------------
+# What a pass waits for
+
+
+def test_a_pass_waits_for_the_current_batch_only() -> None:
+    decisions = [
+        decision("gone-soon", terminating=True),
+        decision("later-terminating", order=5, terminating=True),
+        decision("job", WAIT_COMPLETED),
+        decision("web"),
+        decision("db", order=5),
+        decision("agent", SKIP),
+    ]
+    drain = a_pass(decisions, EvictionOutcome(evicted=["ns/web"]))
+    assert drain.waiting_for() == {"ns/gone-soon", "ns/job", "ns/web"}
+
+
+def test_refused_pods_are_not_waited_for() -> None:
+    drain = a_pass([decision("web"), decision("api")], EvictionOutcome(evicted=["ns/web"], failures={PDB: ["ns/api"]}))
+    assert drain.waiting_for() == {"ns/web"}
+    assert drain.needs_retry is True
+
+
+def test_unreachable_node_needs_retry() -> None:
+    assert a_pass([decision("web", terminating=True)], unreachable=True).needs_retry is True
+    assert a_pass([decision("web", terminating=True)]).needs_retry is False
+
+
+def test_completion() -> None:
+    assert DrainPass(node=None).completed is True
+    assert a_pass([decision("agent", SKIP)], message="").completed is True
+    assert a_pass([decision("web", terminating=True)], message="Drain not completed yet").completed is False
+
+
+@pytest.mark.parametrize(
+    ("outcome", "unreachable", "decisions", "expected"),
+    [
+        (EvictionOutcome(failures={PDB: ["ns/web"]}), False, [decision("web")], 2),  # retry after wait_sleep
+        (EvictionOutcome(), True, [decision("web", terminating=True)], 2),  # unreachable: poll
+        (EvictionOutcome(evicted=["ns/web"]), False, [decision("web")], 30),  # the watch reports; resync bound
+        (EvictionOutcome(gone=["ns/web"]), False, [decision("web"), decision("db", order=5)], 0),  # next batch now
+    ],
+)
+def test_wait_seconds(outcome, unreachable, decisions, expected) -> None:
+    drain = a_pass(decisions, outcome, unreachable)
+    assert wait_seconds(drain, wait_sleep=2, remaining=100, resync=30) == expected
+
+
+def test_wait_seconds_never_exceeds_what_remains() -> None:
+    drain = a_pass([decision("web")], EvictionOutcome(evicted=["ns/web"]))
+    assert wait_seconds(drain, wait_sleep=2, remaining=4.5, resync=30) == 4.5
+    assert wait_seconds(drain, wait_sleep=2, remaining=-1, resync=30) == 0
+
+
+def test_wait_sleep_longer_than_resync_wins() -> None:
+    drain = a_pass([decision("web")], EvictionOutcome(evicted=["ns/web"]))
+    assert wait_seconds(drain, wait_sleep=60, remaining=100, resync=30) == 60
+
+
+# ---------------------------------------------------------------------------
+# The watch between passes
+
+
+def event(kind: str, name: str, rv: str = "7") -> dict:
+    return {"type": kind, "object": {"metadata": {"namespace": "ns", "name": name, "resourceVersion": rv}}}
+
+
+def test_watch_stops_when_every_pod_waited_for_is_gone() -> None:
+    state = _WatchState(pending={"ns/a", "ns/b"}, waiting=True, resource_version="1")
+    assert state.see(event("MODIFIED", "a", "2")) is None
+    assert state.see(event("DELETED", "a", "3")) is None
+    assert state.see(event("DELETED", "other", "4")) is None
+    assert state.see(event("DELETED", "b", "5")) == "gone"
+    assert state.resource_version == "5"
+
+
+def test_watch_stops_when_a_pod_is_added() -> None:
+    assert _WatchState(pending={"ns/a"}, waiting=True, resource_version="1").see(event("ADDED", "new")) == "added"
+
+
+def test_watch_error_means_resync() -> None:
+    state = _WatchState(pending=set(), waiting=False, resource_version="1")
+    assert state.see({"type": "ERROR", "object": {"code": 410}}) == "resync"
+
+
+def test_watch_without_pods_to_wait_for_only_stops_on_additions() -> None:
+    state = _WatchState(pending=set(), waiting=False, resource_version="1")
+    assert state.see(event("DELETED", "a")) is None
+    assert state.see(event("BOOKMARK", "a", "9")) is None
+    assert state.resource_version == "9"
+
+
+# ---------------------------------------------------------------------------
+# Rules, hooks, quoting
+
+
+def served(name: str, namespace: str, behavior: str = SKIP) -> dict:
+    return {"metadata": {"name": name, "namespace": namespace}, "spec": {"drain": {"behavior": behavior}}}
+
+
+def test_inline_rules_add_to_cluster_rules_and_replace_same_names() -> None:
+    inline = [{"name": "b-rule", "drain": {"behavior": "Drain", "order": 7}}, {"name": "a-rule", "drain": {"behavior": "WaitCompleted"}}]
+    rules = merge_rules(inline, [served("b-rule", "ns"), served("c-rule", "ns"), served("elsewhere", "other")], "ns")
+    assert [(r["name"], r["drain"]["behavior"], r["drain"]["order"]) for r in rules] == [
+        ("a-rule", "WaitCompleted", None),
+        ("b-rule", "Drain", 7),
+        ("c-rule", "Skip", None),
+    ]
+
+
+def test_merge_rules_names_an_invalid_cluster_rule() -> None:
+    broken = served("broken", "ns")
+    broken["spec"]["pods"] = [{"selector": {"matchExpressions": [{"key": "a", "operator": "Maybe"}]}}]
+    with pytest.raises(DrainRuleError, match=r"^Invalid MachineDrainRule ns/broken: spec.pods\[0\].selector: "):
+        merge_rules([], [broken], "ns")
+
+
+def test_merge_rules_names_an_invalid_inline_rule() -> None:
+    with pytest.raises(DrainRuleError, match=r"^Invalid MachineDrainRule bad: "):
+        merge_rules([{"name": "bad", "drain": {"behavior": "Skip", "order": 1}}], [], None)
+
+
+def test_hooks_text() -> None:
+    hooks = [Hook("preDrain", "quorum", "etcd"), Hook("preDrain", "backup", "velero")]
+    assert hooks_text(hooks) == "quorum (owner etcd), backup (owner velero)"
+
+
+def test_go_quote() -> None:
+    assert go_quote("worker-1") == '"worker-1"'
+    assert go_quote('a"b') == '"a\\"b"'
+
+
+# ---------------------------------------------------------------------------
+# Tracking Pods across passes
+
+
+def test_ledger_keeps_every_pod_seen_with_its_latest_state() -> None:
+    ledger = PodLedger()
+    ledger.record(a_pass([decision("web"), decision("api"), decision("agent", SKIP)], EvictionOutcome(evicted=["ns/web"], failures={PDB: ["ns/api"]})))
+    ledger.record(a_pass([decision("api"), decision("agent", SKIP), decision("web", terminating=True)], EvictionOutcome(evicted=["ns/api"])))
+    ledger.record(a_pass([decision("agent", SKIP)]))
+    pods = {p["name"]: p for p in ledger.pods()}
+    assert [p["name"] for p in ledger.pods()] == ["agent", "api", "web"]
+    assert (pods["web"]["present"], pods["web"]["terminating"], pods["web"]["eviction_error"]) == (False, True, None)
+    assert (pods["api"]["present"], pods["api"]["eviction_error"]) == (False, None)
+    assert pods["agent"]["present"] is True
+    assert ledger.evicted == ["ns/web", "ns/api"]
+    assert [(b["order"], b["pods"]) for b in ledger.batches()] == [(0, ["ns/api", "ns/web"])]
+
+
+def test_ledger_keeps_the_last_refusal() -> None:
+    ledger = PodLedger()
+    ledger.record(a_pass([decision("api")], EvictionOutcome(failures={PDB: ["ns/api"]})))
+    assert ledger.pods()[0]["eviction_error"] == PDB
+    assert ledger.evicted == []
+
+
+def test_check_mode_passes_count_no_evictions() -> None:
+    ledger = PodLedger()
+    ledger.record(a_pass([decision("web")], EvictionOutcome(evicted=["ns/web"])), count_evictions=False)
+    assert ledger.evicted == []
+
+
+# ---------------------------------------------------------------------------
+# Eviction groups
+
+
+def pod(name: str, ns: str = "ns", ready: bool = True, **labels: str) -> dict:
+    conditions = [{"type": "Ready", "status": "True" if ready else "False"}]
+    return {"metadata": {"namespace": ns, "name": name, "labels": labels}, "status": {"conditions": conditions}}
+
+
+def budget(name: str, selector: dict | None, ns: str = "ns") -> dict:
+    return {"metadata": {"namespace": ns, "name": name}, "spec": {"selector": selector}}
+
+
+def names(groups: list[list[dict]]) -> list[list[str]]:
+    return [[p["metadata"]["name"] for p in group] for group in groups]
+
+
+def test_pods_under_one_budget_form_one_group_unready_first() -> None:
+    pods = [pod("web-b", app="web"), pod("web-a", app="web"), pod("web-c", ready=False, app="web"), pod("db-0", app="db"), pod("lone-0")]
+    groups = budget_groups(pods, [budget("web", {"matchLabels": {"app": "web"}}), budget("db", {"matchLabels": {"app": "db"}})])
+    assert names(groups) == [["lone-0"], ["db-0"], ["web-c", "web-a", "web-b"]]
+
+
+def test_pods_without_a_budget_are_each_their_own_group() -> None:
+    assert names(budget_groups([pod("a"), pod("b")], [])) == [["a"], ["b"]]
+
+
+def test_budget_selectors_follow_policy_v1() -> None:
+    pods = [pod("a", app="x"), pod("b", app="y"), pod("c", ns="other", app="x")]
+    # An empty selector covers its whole namespace; a null one covers nothing; other namespaces never.
+    assert names(budget_groups(pods, [budget("all", {})])) == [["c"], ["a", "b"]]
+    assert names(budget_groups(pods, [budget("none", None)])) == [["a"], ["b"], ["c"]]
+
+
+def test_an_invalid_budget_selector_covers_nothing() -> None:
+    broken = budget("broken", {"matchExpressions": [{"key": "app", "operator": "Maybe"}]})
+    assert names(budget_groups([pod("a", app="x")], [broken])) == [["a"]]
