@@ -1,0 +1,160 @@
+"""The AWX job templates and surveys in extensions/awx: AWX would accept them, and every
+survey answer lands on a variable the playbook reads, with the playbook's own defaults."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+from awx_job import LaunchRefused, launch_extra_vars, load_ansible_yaml, survey_answers, survey_spec_errors
+
+REPO = Path(__file__).resolve().parents[3]
+AWX = REPO / "extensions" / "awx"
+BIN = Path(sys.executable).parent
+
+
+def _configure_play() -> dict:
+    return load_ansible_yaml((AWX / "configure_awx.yml").read_text())[0]
+
+
+def _templates() -> list[dict]:
+    return _configure_play()["vars"]["lifecycle_awx_job_templates"]
+
+
+def _survey(template: dict) -> dict:
+    return yaml.safe_load((AWX / template["survey"]).read_text())
+
+
+def _playbook_inputs(playbook: Path) -> dict:
+    """The extra variables a playbook reads, with its defaults: its play ``vars`` and every
+    ``name | default(value, true)`` it templates."""
+    play = yaml.safe_load(playbook.read_text())[0]
+    inputs = dict(play.get("vars") or {})
+    for name, quoted, number in re.findall(r"\b(\w+) \| default\((?:'([^']*)'|(\d+))", playbook.read_text()):
+        inputs.setdefault(name, int(number) if number else quoted)
+    return inputs
+
+
+def _ids(templates: list[dict]) -> list[str]:
+    return [Path(t["playbook"]).stem for t in templates]
+
+
+TEMPLATES = _templates()
+
+
+def test_there_is_a_job_template_per_awx_playbook() -> None:
+    assert sorted(_ids(TEMPLATES)) == ["delete_machine", "drain_node", "teardown_cluster"]
+    assert len({t["name"] for t in TEMPLATES}) == len(TEMPLATES)
+
+
+@pytest.mark.parametrize("template", TEMPLATES, ids=_ids(TEMPLATES))
+def test_awx_accepts_the_survey(template: dict) -> None:
+    assert (REPO / template["playbook"]).is_file(), f"{template['playbook']} is not in the project"
+    assert survey_spec_errors(_survey(template)) == []
+
+
+@pytest.mark.parametrize("template", TEMPLATES, ids=_ids(TEMPLATES))
+def test_survey_variables_are_exactly_the_playbook_inputs(template: dict) -> None:
+    asked = {q["variable"] for q in _survey(template)["spec"]}
+    assert asked == set(_playbook_inputs(REPO / template["playbook"]))
+
+
+@pytest.mark.parametrize("template", TEMPLATES, ids=_ids(TEMPLATES))
+def test_survey_defaults_are_the_playbook_defaults(template: dict) -> None:
+    """Launched with the form as it opens, the job gets the values the playbook would use on its own."""
+    defaults = _playbook_inputs(REPO / template["playbook"])
+    survey = _survey(template)
+    extra_vars = launch_extra_vars(survey, survey_answers(survey, {}))
+    for question in survey["spec"]:
+        value = extra_vars[question["variable"]]
+        if question["type"] == "textarea":
+            value = yaml.safe_load(value)  # the playbooks read YAML text from a textarea
+        assert value == defaults[question["variable"]], question["variable"]
+
+
+def _module_choices(module: str, option: str) -> list[str]:
+    source = (REPO / "plugins" / "modules" / f"{module}.py").read_text()
+    documentation = yaml.safe_load(source.split('DOCUMENTATION = r"""', 1)[1].split('"""', 1)[0])
+    return documentation["options"][option]["choices"]
+
+
+def _role_choices(role: str, option: str) -> list[str]:
+    specs = yaml.safe_load((REPO / "roles" / role / "meta" / "argument_specs.yml").read_text())
+    return specs["argument_specs"]["main"]["options"][option]["choices"]
+
+
+@pytest.mark.parametrize(
+    ("survey", "variable", "choices"),
+    [
+        ("drain_node", "state", lambda: _module_choices("machine_drain", "state")),
+        ("teardown_cluster", "on_timeout", lambda: _role_choices("teardown_cluster", "teardown_cluster_on_timeout")),
+    ],
+)
+def test_choices_are_the_ones_the_module_or_role_accepts(survey: str, variable: str, choices) -> None:
+    spec = yaml.safe_load((AWX / "surveys" / f"{survey}.yml").read_text())
+    question = next(q for q in spec["spec"] if q["variable"] == variable)
+    assert question["choices"] == choices()
+
+
+def test_a_launch_with_a_wrong_answer_is_refused_like_awx_does() -> None:
+    survey = yaml.safe_load((AWX / "surveys" / "teardown_cluster.yml").read_text())
+    with pytest.raises(LaunchRefused, match="on_timeout"):
+        launch_extra_vars(survey, survey_answers(survey, {"on_timeout": "ignore"}))
+    with pytest.raises(LaunchRefused, match="wait_timeout"):
+        launch_extra_vars(survey, survey_answers(survey, {"wait_timeout": "600"}))
+    with pytest.raises(LaunchRefused, match="kubeconfig"):
+        launch_extra_vars(survey, survey_answers(survey, {"kubeconfig": "/tmp/admin"}))
+    with pytest.raises(LaunchRefused, match="'alive_name' value missing"):
+        launch_extra_vars(survey, {})
+
+
+def test_configure_playbook_passes_syntax_check() -> None:
+    checked = subprocess.run(
+        [str(BIN / "ansible-playbook"), "--syntax-check", "-i", "localhost,", str(AWX / "configure_awx.yml")],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+
+
+def test_configure_playbook_uses_only_documented_awx_options() -> None:
+    """Every awx.awx task names options its module documents, with its required ones, and
+    literal values among their choices (ansible-lint does not check the arguments of these modules)."""
+    tasks = [(name, task[name]) for task in _configure_play()["tasks"] for name in task if name.startswith("awx.awx.")]
+    modules = sorted({name for name, _arguments in tasks})
+    listed = subprocess.run([str(BIN / "ansible-doc"), "--json", *modules], capture_output=True, text=True, check=True)
+    docs = {name: doc["doc"]["options"] for name, doc in json.loads(listed.stdout).items()}
+    for name, arguments in tasks:
+        options = docs[name]
+        known = {alias for option, spec in options.items() for alias in [option, *(spec.get("aliases") or [])]}
+        assert set(arguments) <= known, f"{name}: unknown options {sorted(set(arguments) - known)}"
+        missing = [option for option, spec in options.items() if spec.get("required") and option not in arguments]
+        assert not missing, f"{name}: missing required options {missing}"
+        for option, value in arguments.items():
+            choices = (options.get(option) or {}).get("choices")
+            if choices and isinstance(value, str) and "{{" not in value:
+                assert value in choices, f"{name}: {option}={value!r} is not one of {choices}"
+
+
+def test_job_templates_prompt_for_nothing() -> None:
+    task = next(t for t in _configure_play()["tasks"] if "awx.awx.job_template" in t)
+    arguments = task["awx.awx.job_template"]
+    assert arguments["survey_enabled"] is True
+    assert all(value is False for key, value in arguments.items() if key.startswith("ask_"))
+    assert arguments["ask_variables_on_launch"] is False
+
+
+def test_cluster_role_grants_no_plain_pod_deletion() -> None:
+    documents = yaml.safe_load((AWX / "rbac.yml").read_text())["items"]
+    role = next(d for d in documents if d["kind"] == "ClusterRole" and d["metadata"]["name"] == "lifecycle-machine")
+    binding = next(d for d in documents if d["kind"] == "ClusterRoleBinding")
+    assert binding["roleRef"]["name"] == "lifecycle-machine"
+    for rule in role["rules"]:
+        if "" in rule["apiGroups"] and "pods" in rule["resources"]:
+            assert "delete" not in rule["verbs"] and "*" not in rule["verbs"]
