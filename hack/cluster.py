@@ -61,6 +61,9 @@ AUDIT_POLICY = {
     "kind": "Policy",
     "omitStages": ["RequestReceived", "ResponseStarted"],
     "rules": [
+        # Everything the AWX ServiceAccount of extensions/awx/rbac.yml asks, so a
+        # test can prove that ClusterRole grants exactly what the jobs need.
+        {"level": "Metadata", "users": ["system:serviceaccount:lifecycle-machine:lifecycle-machine-awx"]},
         {"level": "Metadata", "verbs": ["create"], "resources": [{"group": "", "resources": ["pods/eviction"]}]},
         {"level": "Metadata", "verbs": ["delete"], "resources": [{"group": "", "resources": ["pods", "nodes"]}]},
         {"level": "None"},
