@@ -206,7 +206,9 @@ def test_delete_machine_job_template(*, flavour, kube, victim, awx_credential, a
     evictions = [e for e in audit_events(namespace=v.namespace, subresource="eviction") if (e.get("responseStatus") or {}).get("code") in (200, 201)]
     assert len(evictions) == 2
     assert {e["user"]["username"] for e in evictions} == {SA_USER}
-    refused = [f"{e['verb']} {e['requestURI']}" for e in audit_events() if e["user"]["username"] == SA_USER and (e.get("responseStatus") or {}).get("code") == 403]
+    refused = [
+        f"{e['verb']} {e['requestURI']}" for e in audit_events() if e["user"]["username"] == SA_USER and (e.get("responseStatus") or {}).get("code") == 403
+    ]
     assert refused == [], f"the shipped ClusterRole lacks permissions: {refused}"
 
 
