@@ -109,7 +109,11 @@ def test_eviction_pdb_grace_period_and_rescheduling(kube: KubeApi, namespace: st
     originals = {p["metadata"]["name"] for p in _pods(kube, namespace, "web")}
     first, second = _pods(kube, namespace, "web")[:2]
     drained_node = first["spec"]["nodeName"]
-    kube.patch(f"/api/v1/nodes/{drained_node}", {"spec": {"unschedulable": True}})
+    # Every Node of the pool is cordoned while the two evictions are tried, so the
+    # ReplicaSet's replacement stays Pending: kwok would otherwise make it Ready
+    # within milliseconds and the budget would rightly allow the second eviction.
+    for node in nodes:
+        kube.patch(f"/api/v1/nodes/{node}", {"spec": {"unschedulable": True}})
 
     evicted_at = time.time()
     _evict(kube, first)
@@ -117,6 +121,9 @@ def test_eviction_pdb_grace_period_and_rescheduling(kube: KubeApi, namespace: st
         _evict(kube, second)
     assert refused.value.status == 429
     assert "disruption budget" in refused.value.message
+    for node in nodes:
+        if node != drained_node:
+            kube.patch(f"/api/v1/nodes/{node}", {"spec": {"unschedulable": False}})
 
     # Still there, terminating, before its grace period has run out.
     pod = kube.get(f"/api/v1/namespaces/{namespace}/pods/{first['metadata']['name']}")
