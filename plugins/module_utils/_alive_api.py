@@ -134,34 +134,6 @@ def set_finalizer(api: KubeApi, ref: AliveRef, finalizer: str, present: bool, dr
 
 def wait(api: KubeApi, ref: AliveRef, satisfied: Callable[[dict | None], bool], deadline: float, current: dict | None) -> tuple[dict | None, bool]:
     """Wait until ``satisfied(object, or None when gone)`` holds or ``deadline``
-    (a ``time.monotonic()`` value) passes; returns (object, satisfied).
-
-    Watches the object, so the wait ends the moment its last finalizer goes,
-    and re-reads it whenever a watch ends.
-    """
-    while True:
-        if satisfied(current):
-            return current, True
-        remaining = deadline - time.monotonic()
-        if remaining <= 0:
-            return current, False
-        resource_version = (current or {}).get("metadata", {}).get("resourceVersion")
-        try:
-            for event in api.watch(
-                ref.collection, field_selector=f"metadata.name={ref.name}", resource_version=resource_version, timeout=max(1, int(remaining))
-            ):
-                kind = event.get("type")
-                if kind == "DELETED":
-                    current = None
-                elif kind in ("ADDED", "MODIFIED"):
-                    current = event["object"]
-                else:  # BOOKMARK, or ERROR (e.g. an expired resourceVersion): re-read below
-                    break
-                if satisfied(current) or time.monotonic() >= deadline:
-                    break
-        except ApiError as exc:
-            if exc.status not in (410, 500, 503, 504):
-                raise
-            time.sleep(0.5)
-        if not satisfied(current):
-            current = get(api, ref)
+    (a ``time.monotonic()`` value) passes; returns (object, satisfied). Watches
+    the object, so the wait ends the moment its last finalizer goes."""
+    return api.wait_for_object(ref.path, satisfied, deadline, current)

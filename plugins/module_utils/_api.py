@@ -15,7 +15,8 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from typing import Any
 from urllib.parse import quote, urlencode
 
@@ -224,6 +225,45 @@ class KubeApi:
                 return False
             raise
         return True
+
+    def wait_for_object(
+        self, path: str, satisfied: Callable[[dict | None], bool], deadline: float, current: dict | None, adapt: Callable[[dict], dict] | None = None
+    ) -> tuple[dict | None, bool]:
+        """Wait until ``satisfied(the object at path, or None when it is gone)``
+        holds or ``deadline`` (a ``time.monotonic()`` value) passes; returns
+        (object, satisfied). ``current`` is the object as last read.
+
+        Watches the object, so the wait ends as soon as the change lands, and
+        re-reads it whenever a watch ends (BOOKMARK, an expired resourceVersion,
+        the server closing it). ``adapt`` fixes up each object read.
+        """
+        collection, _slash, name = path.rpartition("/")
+        adapt = adapt or (lambda obj: obj)
+        while True:
+            if satisfied(current):
+                return current, True
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return current, False
+            resource_version = (current or {}).get("metadata", {}).get("resourceVersion")
+            try:
+                for event in self.watch(collection, field_selector=f"metadata.name={name}", resource_version=resource_version, timeout=max(1, int(remaining))):
+                    kind = event.get("type")
+                    if kind == "DELETED":
+                        current = None
+                    elif kind in ("ADDED", "MODIFIED"):
+                        current = adapt(event["object"])
+                    else:  # BOOKMARK, or ERROR (e.g. an expired resourceVersion): re-read below
+                        break
+                    if satisfied(current) or time.monotonic() >= deadline:
+                        break
+            except ApiError as exc:
+                if exc.status not in (410, 500, 503, 504):
+                    raise
+                time.sleep(0.5)
+            if not satisfied(current):
+                fresh = self.get(path)
+                current = adapt(fresh) if fresh is not None else None
 
     def served_versions(self, group: str) -> list[str]:
         """Versions of an API group the server serves, preferred first; ``[]`` if none."""

@@ -250,37 +250,8 @@ def emit_event(api: KubeApi, machine: dict, event_type: str, reason: str, messag
 def wait_for_machine(api: KubeApi, machine: dict, satisfied: Callable[[dict | None], bool], deadline: float) -> tuple[dict | None, bool]:
     """Wait until ``satisfied(current Machine or None when gone)`` holds, or
     ``deadline`` (a ``time.monotonic()`` value) passes; (Machine, satisfied).
-
-    Watches the Machine, so the wait ends as soon as the change lands, and
-    re-reads it whenever a watch ends.
-    """
-    meta = machine["metadata"]
-    collection = machine_path(machine["apiVersion"], meta.get("namespace"))
-    current = refresh(api, machine)
-    while True:
-        if satisfied(current):
-            return current, True
-        remaining = deadline - time.monotonic()
-        if remaining <= 0:
-            return current, False
-        resource_version = (current or {}).get("metadata", {}).get("resourceVersion")
-        try:
-            events = api.watch(collection, field_selector=f"metadata.name={meta['name']}", resource_version=resource_version, timeout=max(1, int(remaining)))
-            for event in events:
-                kind = event.get("type")
-                if kind == "DELETED":
-                    current = None
-                elif kind in ("ADDED", "MODIFIED"):
-                    current = _with_api_version(event["object"], machine["apiVersion"])
-                else:  # BOOKMARK, or ERROR (e.g. an expired resourceVersion): re-read below
-                    break
-                if satisfied(current) or time.monotonic() >= deadline:
-                    break
-        except ApiError as exc:
-            if exc.status not in (410, 500, 503, 504):
-                raise
-            time.sleep(0.5)
-        current = refresh(api, machine) if not satisfied(current) else current
+    Watches the Machine, so the wait ends as soon as the change lands."""
+    return api.wait_for_object(machine_path(machine), satisfied, deadline, refresh(api, machine), lambda m: _with_api_version(m, machine["apiVersion"]))
 
 
 def seconds_since(value: _dt.datetime | None) -> float | None:

@@ -39,7 +39,9 @@ def kubeconfig() -> str:
         yield given
         return
     state_dir = REPO / ".cluster"
-    if cluster_tool.is_running(state_dir):
+    # LIFECYCLE_MACHINE_PRIVATE_CLUSTER=1 gives this session a control plane of its own,
+    # so that two sessions never switch Cluster API generations under each other.
+    if not os.environ.get("LIFECYCLE_MACHINE_PRIVATE_CLUSTER") and cluster_tool.is_running(state_dir):
         yield str(state_dir / "kubeconfig")
         return
     state_dir = REPO / ".tmp" / f"cluster-{os.getpid()}"
