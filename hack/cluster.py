@@ -214,8 +214,9 @@ def _write_kubeconfig(path: Path, port: int, token: str, ca_file: Path | None) -
 
 
 def _start(name: str, argv: list[str], state_dir: Path) -> int:
-    log = open(state_dir / f"{name}.log", "ab")  # noqa: SIM115  pylint: disable=consider-using-with
-    proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
+    # The child keeps its own copy of the log's file descriptor.
+    with open(state_dir / f"{name}.log", "ab") as log:
+        proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
     return proc.pid
 
 

@@ -37,6 +37,8 @@ CAPI = "cluster.x-k8s.io/v1beta2"
 VICTIM = "demo-md-0-a"
 GRACE = 3
 START = time.monotonic()
+# The demo uses the repository's own control plane (`make cluster-up` shares it).
+KUBECONFIG = REPO / ".cluster" / "kubeconfig"
 
 
 def say(text: str) -> None:
@@ -252,7 +254,6 @@ def playbook(name: str, extra: dict, prefix: str) -> subprocess.Popen:
 
 
 def main(argv: list[str]) -> int:
-    global KUBECONFIG  # noqa: PLW0603
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--keep", action="store_true", help="leave the control plane running")
     args = parser.parse_args(argv)
@@ -260,7 +261,6 @@ def main(argv: list[str]) -> int:
     started_here = not cluster_tool.is_running(state_dir)
     say("starting the local control plane (etcd, kube-apiserver, controllers, scheduler, kwok)" if started_here else "using the running control plane")
     cluster_tool.up(state_dir, quiet=True)
-    KUBECONFIG = state_dir / "kubeconfig"
     kube = api_from_kubeconfig(str(KUBECONFIG))
     try:
         if kube.get(f"/api/v1/namespaces/{NS}") is not None:
@@ -312,8 +312,6 @@ def main(argv: list[str]) -> int:
             cluster_tool.down(state_dir)
             say("control plane stopped")
 
-
-KUBECONFIG = Path()
 
 if __name__ == "__main__":
     sys.exit(main(sys.argv[1:]))

@@ -18,21 +18,27 @@ from ansible_collections.lifecycle.machine.plugins.module_utils._api import ApiE
 try:
     from ansible_collections.kubernetes.core.plugins.module_utils.args_common import AUTH_ARG_SPEC
     from ansible_collections.kubernetes.core.plugins.module_utils.k8s.core import AnsibleK8SModule
+    from ansible_collections.kubernetes.core.plugins.module_utils.k8s.exceptions import CoreException
 
     HAS_K8S_CORE = True
     K8S_CORE_IMPORT_ERROR = None
 except ImportError:  # pragma: no cover - reported by fail_json at run time
     AUTH_ARG_SPEC = {}
     AnsibleK8SModule = None
+
+    class CoreException(Exception):  # type: ignore[no-redef]
+        """Stand-in so this module imports without kubernetes.core."""
+
     HAS_K8S_CORE = False
     K8S_CORE_IMPORT_ERROR = traceback.format_exc()
 
 try:
-    import kubernetes  # noqa: F401  pylint: disable=unused-import
+    from kubernetes import __version__ as KUBERNETES_VERSION
 
     HAS_KUBERNETES = True
     KUBERNETES_IMPORT_ERROR = None
 except ImportError:  # pragma: no cover
+    KUBERNETES_VERSION = None
     HAS_KUBERNETES = False
     KUBERNETES_IMPORT_ERROR = traceback.format_exc()
 
@@ -100,11 +106,8 @@ def run(module: Any, body: Callable[[Any], dict]) -> None:
         module.fail_json(msg=exc.msg, **exc.result)
     except ApiError as exc:
         module.fail_json(msg=f"Kubernetes API error on {exc.method} {exc.path}: {exc.status} {exc.message}", status=exc.status)
-    except Exception as exc:  # pylint: disable=broad-exception-caught
-        # kubernetes.core raises CoreException for unusable auth settings.
-        if type(exc).__name__ == "CoreException":
-            module.fail_json(msg=str(exc))
-        raise
+    except CoreException as exc:  # kubernetes.core's error for unusable auth settings
+        module.fail_json(msg=str(exc))
     module.exit_json(**result)
 
 

@@ -74,7 +74,6 @@ class DrainRequest:
     grace_period: int | None = None
     disable_eviction: bool = False
     check_mode: bool = False
-    diff: bool = False
 
 
 # ---------------------------------------------------------------------------
@@ -209,7 +208,7 @@ class DrainRun:
                 "flavour": self.flavour.name if self.flavour else None,
                 "deleting": self.deleting,
             }
-        if self.request.diff and self.node_before is not None:
+        if self.node_before is not None:
             result["diff"] = self._diff()
         return result
 

@@ -433,7 +433,6 @@ def main():
         grace_period=params["grace_period"],
         disable_eviction=params["disable_eviction"],
         check_mode=module.check_mode,
-        diff=module._diff,  # pylint: disable=protected-access
     )
     run(module, lambda api: run_drain(api, request))
 

@@ -9,6 +9,7 @@ import pytest
 from conftest import machine_collection
 
 from ansible_collections.lifecycle.machine.plugins.module_utils._api import KubeApi
+from ansible_collections.lifecycle.machine.plugins.modules.machine_condition import manage_condition
 
 CONDITION = "PreTerminateFlushLogsSucceeded"
 HOOK = {"point": "preTerminate", "name": "flush-logs"}
@@ -149,7 +150,6 @@ def _write_condition(manage_condition, kube: KubeApi, params: dict, barrier: thr
 
 
 def test_concurrent_writers_of_different_conditions_both_win(flavour, namespace, make_machine, kube) -> None:
-    from ansible_collections.lifecycle.machine.plugins.modules.machine_condition import manage_condition  # noqa: PLC0415
 
     machine = make_machine(namespace)["metadata"]["name"]
     base = {

@@ -11,6 +11,7 @@ import pytest
 from conftest import machine_collection
 
 from ansible_collections.lifecycle.machine.plugins.module_utils._api import KubeApi, api_from_kubeconfig
+from ansible_collections.lifecycle.machine.plugins.modules.machine_hook import manage_hook
 
 CAPI_PREFIX = {"preDrain": "pre-drain.delete.hook.machine.cluster.x-k8s.io", "preTerminate": "pre-terminate.delete.hook.machine.cluster.x-k8s.io"}
 
@@ -92,7 +93,6 @@ def test_label_selectors_choose_every_matching_machine(flavour, namespace, make_
 
 def _add_hook(kubeconfig: str, namespace: str, machine: str, hook: str, sync: tuple) -> None:
     # The module's own code path, in a process of its own, started at the same moment as its rival.
-    from ansible_collections.lifecycle.machine.plugins.modules.machine_hook import manage_hook  # noqa: PLC0415
 
     api = api_from_kubeconfig(kubeconfig)
     params = {"machine": machine, "namespace": namespace, "point": "preDrain", "name": hook, "owner": f"owner-of-{hook}", "state": "present"}
@@ -291,7 +291,6 @@ def test_machine_info_wait_returns_when_last_hook_goes(flavour, namespace, make_
     removed_at: list[float] = []
 
     def remove_hooks_later() -> None:
-        from ansible_collections.lifecycle.machine.plugins.modules.machine_hook import manage_hook  # noqa: PLC0415
 
         base = {"machine": machine, "namespace": namespace, "point": "preDrain", "owner": None, "state": "absent", "label_selectors": None, "api_version": None}
         time.sleep(4)
