@@ -41,7 +41,9 @@ def kubeconfig() -> str:
     state_dir = REPO / ".cluster"
     # LIFECYCLE_MACHINE_PRIVATE_CLUSTER=1 gives this session a control plane of its own,
     # so that two sessions never switch Cluster API generations under each other.
-    if not os.environ.get("LIFECYCLE_MACHINE_PRIVATE_CLUSTER") and cluster_tool.is_running(state_dir):
+    # Under pytest-xdist every worker starts its own, for the same reason.
+    private = os.environ.get("LIFECYCLE_MACHINE_PRIVATE_CLUSTER") or os.environ.get("PYTEST_XDIST_WORKER")
+    if not private and cluster_tool.is_running(state_dir):
         yield str(state_dir / "kubeconfig")
         return
     state_dir = REPO / ".tmp" / f"cluster-{os.getpid()}"
