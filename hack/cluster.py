@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import base64
 import contextlib
+import fcntl
 import json
 import os
 import shutil
@@ -102,8 +103,15 @@ def _free_port() -> int:
 
 
 def build_tools() -> Path:
-    """Build (or reuse from the cache) the binaries; return their directory."""
-    result = subprocess.run(["bash", str(HACK / "build-tools.sh")], check=True, stdout=subprocess.PIPE, text=True)
+    """Build (or reuse from the cache) the binaries; return their directory.
+
+    Sessions started together (pytest-xdist workers, molecule beside a test run)
+    take turns: build-tools.sh rewrites the links in the shared cache."""
+    lock_dir = Path(os.environ.get("LIFECYCLE_MACHINE_CACHE") or Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "lifecycle-machine")
+    lock_dir.mkdir(parents=True, exist_ok=True)
+    with open(lock_dir / "build.lock", "w", encoding="utf-8") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        result = subprocess.run(["bash", str(HACK / "build-tools.sh")], check=True, stdout=subprocess.PIPE, text=True)
     return Path(result.stdout.strip().splitlines()[-1])
 
 
