@@ -57,8 +57,12 @@ unit: venv
 	$(BIN)/pytest -q tests/unit
 
 # Reuses a control plane started by `make cluster-up`; otherwise starts its own.
+# WORKERS=N runs N pytest-xdist workers, each with a private control plane
+# (about 830 MiB each). Serial by default: on 2 cores, 3 workers took the suite
+# from 32 to 17.5 minutes.
+WORKERS ?= 1
 integration: venv tools
-	$(BIN)/pytest -q -p no:cacheprovider tests/integration
+	$(BIN)/pytest -q -p no:cacheprovider $(if $(filter-out 1,$(WORKERS)),-n $(WORKERS)) tests/integration
 
 # The delete_machine role under molecule, with its idempotence step; the
 # scenario starts and stops its own control plane.
