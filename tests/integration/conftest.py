@@ -128,7 +128,13 @@ def make_machine(kube: KubeApi, flavour: str, capi_generation: CapiGeneration) -
         return machine
 
     yield _make
-    for path in created:
+    _release_and_delete(kube, created)
+
+
+def _release_and_delete(kube: KubeApi, paths: list[str]) -> None:
+    """Drop the finalizers of the objects a fixture created and delete them, so
+    their namespace can go away."""
+    for path in paths:
         if kube.get(path) is not None:
             kube.patch(path, {"metadata": {"finalizers": None}})
             kube.delete(path)
@@ -156,10 +162,7 @@ def capi_cluster(kube: KubeApi, flavour: str, make_machine) -> Callable[[str], s
         return "lm-test"
 
     yield _make
-    for path in created:
-        if kube.get(path) is not None:
-            kube.patch(path, {"metadata": {"finalizers": None}})
-            kube.delete(path)
+    _release_and_delete(kube, created)
 
 
 @pytest.fixture

@@ -105,6 +105,29 @@ def capi_machine(
 # Watching Pods from the side (appended for the machine_drain tests)
 
 
+def deployment(name: str, replicas: int, node_selector: dict, grace: int) -> dict:
+    """A Deployment of ``replicas`` Pods labelled ``app: <name>`` on the Nodes that
+    ``node_selector`` picks, each with ``grace`` seconds of termination grace."""
+    labels = {"app": name}
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": name},
+        "spec": {
+            "replicas": replicas,
+            "selector": {"matchLabels": labels},
+            "template": {
+                "metadata": {"labels": labels},
+                "spec": {
+                    "terminationGracePeriodSeconds": grace,
+                    "nodeSelector": node_selector,
+                    "containers": [{"name": name, "image": f"registry.invalid/{name}:1"}],
+                },
+            },
+        },
+    }
+
+
 def pod_is_ready(pod: dict) -> bool:
     """Ready condition True and not terminating: what a PodDisruptionBudget counts as healthy."""
     if (pod.get("metadata") or {}).get("deletionTimestamp"):

@@ -28,7 +28,7 @@ import test_delete_machine
 import yaml
 from awx_job import awx_meta_vars, dump_extravars, kubernetes_bearer_token_env, launch_extra_vars, load_ansible_yaml, survey_answers, survey_spec_errors
 from conftest import COLLECTIONS_ROOT, REPO
-from khelpers import wait_for
+from khelpers import deployment, wait_for
 from test_cluster_alive import alive_path, create_alive, release
 from test_delete_machine import PROVIDER_TASKS, assert_all_gone
 
@@ -217,24 +217,7 @@ def test_delete_machine_job_template(*, flavour, kube, victim, awx_credential, a
 
 def test_drain_node_job_template(kube, namespace, make_node, awx_credential, tmp_path) -> None:
     node = make_node(labels={"lm-drain": namespace})
-    kube.create(
-        f"/apis/apps/v1/namespaces/{namespace}/deployments",
-        {
-            "metadata": {"name": "web"},
-            "spec": {
-                "replicas": 1,
-                "selector": {"matchLabels": {"app": "web"}},
-                "template": {
-                    "metadata": {"labels": {"app": "web"}},
-                    "spec": {
-                        "terminationGracePeriodSeconds": 2,
-                        "nodeSelector": {"lm-drain": namespace},
-                        "containers": [{"name": "web", "image": "registry.invalid/web:1"}],
-                    },
-                },
-            },
-        },
-    )
+    kube.create(f"/apis/apps/v1/namespaces/{namespace}/deployments", deployment("web", 1, {"lm-drain": namespace}, 2))
     pods = f"/api/v1/namespaces/{namespace}/pods"
     first = wait_for(lambda: [p for p in kube.list(pods) if p.get("status", {}).get("phase") == "Running"], 60, what="the web Pod")[0]
     job = AwxJob(tmp_path, "playbooks/drain_node.yml", awx_credential)

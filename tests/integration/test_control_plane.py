@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 
 import pytest
-from khelpers import wait_for
+from khelpers import deployment, wait_for
 
 from ansible_collections.lifecycle.machine.plugins.module_utils._api import ApiError, KubeApi
 
@@ -67,26 +67,7 @@ def test_eviction_pdb_grace_period_and_rescheduling(kube: KubeApi, namespace: st
     grace = 4
     pool = f"pool-{namespace}"
     nodes = [make_node(labels={"lm-pool": pool}) for _index in range(3)]
-    kube.create(
-        f"/apis/apps/v1/namespaces/{namespace}/deployments",
-        {
-            "apiVersion": "apps/v1",
-            "kind": "Deployment",
-            "metadata": {"name": "web"},
-            "spec": {
-                "replicas": 3,
-                "selector": {"matchLabels": {"app": "web"}},
-                "template": {
-                    "metadata": {"labels": {"app": "web"}},
-                    "spec": {
-                        "terminationGracePeriodSeconds": grace,
-                        "nodeSelector": {"lm-pool": pool},
-                        "containers": [{"name": "web", "image": "registry.invalid/web:1"}],
-                    },
-                },
-            },
-        },
-    )
+    kube.create(f"/apis/apps/v1/namespaces/{namespace}/deployments", deployment("web", 3, {"lm-pool": pool}, grace))
     kube.create(
         f"/apis/policy/v1/namespaces/{namespace}/poddisruptionbudgets",
         {

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 from conftest import REPO, ansible_env, machine_collection
-from khelpers import wait_for
+from khelpers import deployment, wait_for
 
 from ansible_collections.lifecycle.machine.plugins.module_utils._api import KubeApi
 
@@ -80,24 +80,7 @@ def victim(*, kube, flavour, namespace, make_node, make_machine, capi_cluster):
                 group_version = path.split("/namespaces/", 1)[0].removeprefix("/apis/")
                 kind = "FakeMachine" if "fakemachines" in path else "FakeBootstrapConfig"
                 kube.create(path.rsplit("/", 1)[0], {"apiVersion": group_version, "kind": kind, "metadata": {"name": name}})
-        kube.create(
-            f"/apis/apps/v1/namespaces/{namespace}/deployments",
-            {
-                "metadata": {"name": "web"},
-                "spec": {
-                    "replicas": 2,
-                    "selector": {"matchLabels": {"app": "web"}},
-                    "template": {
-                        "metadata": {"labels": {"app": "web"}},
-                        "spec": {
-                            "terminationGracePeriodSeconds": 2,
-                            "nodeSelector": {"lm-pool": pool},
-                            "containers": [{"name": "web", "image": "registry.invalid/web:1"}],
-                        },
-                    },
-                },
-            },
-        )
+        kube.create(f"/apis/apps/v1/namespaces/{namespace}/deployments", deployment("web", 2, {"lm-pool": pool}, 2))
         kube.create(
             f"/apis/policy/v1/namespaces/{namespace}/poddisruptionbudgets",
             {"metadata": {"name": "web"}, "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "web"}}}},

@@ -15,7 +15,7 @@ import uuid
 
 import pytest
 from conftest import machine_collection
-from khelpers import PodRecorder, capi_path, pod_is_ready, wait_for
+from khelpers import PodRecorder, capi_path, deployment, pod_is_ready, wait_for
 
 from ansible_collections.lifecycle.machine.plugins.module_utils._api import KubeApi, api_from_kubeconfig
 
@@ -261,22 +261,7 @@ def test_deployment_behind_pdb_drains_completely(*, kube, namespace, make_node, 
     node = make_node(labels=pool)
     spare = make_node(labels=pool)
     kube.patch(f"/api/v1/nodes/{spare}", {"spec": {"unschedulable": True}})
-    kube.create(
-        f"/apis/apps/v1/namespaces/{namespace}/deployments",
-        {
-            "apiVersion": "apps/v1",
-            "kind": "Deployment",
-            "metadata": {"name": "web"},
-            "spec": {
-                "replicas": 3,
-                "selector": {"matchLabels": {"app": "web"}},
-                "template": {
-                    "metadata": {"labels": {"app": "web"}},
-                    "spec": {"nodeSelector": pool, "terminationGracePeriodSeconds": GRACE, "containers": [{"name": "web", "image": "web:1"}]},
-                },
-            },
-        },
-    )
+    kube.create(f"/apis/apps/v1/namespaces/{namespace}/deployments", deployment("web", 3, pool, GRACE))
 
     def ready_web(on: str) -> list[str]:
         pods = kube.list(f"/api/v1/namespaces/{namespace}/pods", label_selector="app=web")
