@@ -142,16 +142,6 @@ def _failure(exc: ApiError) -> tuple[str | None, bool]:
     return message, message is None
 
 
-def evict_pod(api: KubeApi, pod: dict, *, grace_period: int | None, disable_eviction: bool = False, dry_run: bool = False) -> tuple[str | None, bool]:
-    """Evict one Pod (or delete it, when eviction is disabled); (failure message or None, gone).
-
-    The Pod's UID is a precondition, so only the Pod that was classified can
-    be removed. ``grace_period`` None keeps the Pod's own.
-    """
-    failure, gone, _status = _evict(api, pod, grace_period=grace_period, disable_eviction=disable_eviction, dry_run=dry_run)
-    return failure, gone
-
-
 def _evict(api: KubeApi, pod: dict, *, grace_period: int | None, disable_eviction: bool, dry_run: bool) -> tuple[str | None, bool, int]:
     meta = pod["metadata"]
     options: dict = {"preconditions": {"uid": meta.get("uid")}} if meta.get("uid") else {}

@@ -8,7 +8,6 @@ Functions take a ``KubeApi`` and plain values, never the module object.
 
 from __future__ import annotations
 
-import datetime as _dt
 import time
 from collections.abc import Callable
 from typing import Any
@@ -252,7 +251,3 @@ def wait_for_machine(api: KubeApi, machine: dict, satisfied: Callable[[dict | No
     ``deadline`` (a ``time.monotonic()`` value) passes; (Machine, satisfied).
     Watches the Machine, so the wait ends as soon as the change lands."""
     return api.wait_for_object(machine_path(machine), satisfied, deadline, refresh(api, machine), lambda m: _with_api_version(m, machine["apiVersion"]))
-
-
-def seconds_since(value: _dt.datetime | None) -> float | None:
-    return None if value is None else (now() - value).total_seconds()
