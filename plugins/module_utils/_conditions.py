@@ -202,10 +202,16 @@ def capi_v1beta1_conditions(current: list[dict], stage: Stage | None, now: _dt.d
     return result
 
 
+# The upstream v1beta2 Deleting message when a drain fails; the error itself goes to the
+# v1beta1 DrainingSucceeded condition and the FailedDrainNode Event.
+DRAIN_ERROR_MESSAGE = "Error draining Node, please check controller logs for errors"
+
+
 def capi_deleting_message(stage: Stage) -> str:
     """The message of the v1beta2 ``Deleting`` condition for a stage."""
     keys = ",".join(sorted(hook.key or hook.name for hook in stage.hooks))
     messages = {
+        STAGE_DRAIN_FAILED: DRAIN_ERROR_MESSAGE,
         STAGE_PRE_DRAIN: f"Waiting for pre-drain hooks to succeed (hooks: {keys})",
         STAGE_PRE_TERMINATE: f"Waiting for pre-terminate hooks to succeed (hooks: {keys})",
         STAGE_INFRASTRUCTURE: f"Waiting for {stage.kind} to be deleted",

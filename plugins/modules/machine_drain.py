@@ -37,6 +37,9 @@ description:
     drain once it has passed, every pass writes the flavour's conditions with Cluster API's progress message
     (C(DrainingSucceeded) and C(Deleting) on Cluster API, C(Drained) on OpenShift), and the Events
     C(SuccessfulDrainNode) and C(FailedDrainNode) are recorded on the Machine.
+  - When a pass fails, the Cluster API v1beta2 C(Deleting) message is the upstream C(Error draining Node, please check
+    controller logs for errors); the error itself is in C(DrainingSucceeded), the C(FailedDrainNode) Event and the
+    task's failure message.
   - A Machine that is not being deleted can be drained too (maintenance); it then gets no conditions, Events or
     start time, but its preDrain hooks still hold the drain. Use O(node) to drain a Node without looking at any
     Machine.

@@ -761,7 +761,7 @@ def test_invalid_cluster_rule_fails_the_drain_with_draining_failed(*, flavour, k
     v1, v2 = conditions(kube.get(machine_path(flavour, namespace, machine)), flavour)
     failed = v1["DrainingSucceeded"]
     assert (failed["status"], failed["reason"], failed["severity"], failed["message"]) == ("False", "DrainingFailed", "Warning", result["msg"])
-    assert v2["Deleting"]["reason"] == "DrainingNode"
+    assert (v2["Deleting"]["reason"], v2["Deleting"]["message"]) == ("DrainingNode", "Error draining Node, please check controller logs for errors")
     events = machine_events(kube, namespace, machine, "FailedDrainNode")
     assert [(e["type"], e["message"]) for e in events] == [("Warning", f'error draining Machine\'s node "{node}": {result["msg"]}')]
 

@@ -372,7 +372,7 @@ def capi_hooks(prefix: str, *hook_names: str) -> list[Hook]:
             "DrainingNode",
             "Drain not completed yet (started at 2026-01-01T00:00:00Z):",
         ),
-        (Stage(STAGE_DRAIN_FAILED, "failed to cordon Node n-1"), "DrainingNode", "failed to cordon Node n-1"),
+        (Stage(STAGE_DRAIN_FAILED, "failed to cordon Node n-1"), "DrainingNode", "Error draining Node, please check controller logs for errors"),
         (
             Stage(STAGE_VOLUMES, "Waiting for Node volumes to be detached (started at 2026-01-01T00:00:00Z)"),
             "WaitingForVolumeDetach",
