@@ -34,6 +34,7 @@ STAGE_PRE_TERMINATE = "WaitingForPreTerminateHook"
 STAGE_INFRASTRUCTURE = "WaitingForInfrastructureDeletion"
 STAGE_BOOTSTRAP = "WaitingForBootstrapDeletion"
 STAGE_DELETING_NODE = "DeletingNode"
+STAGE_NODE_DELETE_FAILED = "NodeDeletionFailed"
 STAGE_COMPLETED = "DeletionCompleted"
 STAGES = (
     STAGE_PRE_DRAIN,
@@ -47,6 +48,7 @@ STAGES = (
     STAGE_INFRASTRUCTURE,
     STAGE_BOOTSTRAP,
     STAGE_DELETING_NODE,
+    STAGE_NODE_DELETE_FAILED,
     STAGE_COMPLETED,
 )
 
@@ -185,6 +187,7 @@ _CAPI_V1BETA1 = {
     STAGE_PRE_TERMINATE: [("PreTerminateDeleteHookSucceeded", "False", "WaitingExternalHook", None, SEVERITY_INFO)],
 }
 _PRE_TERMINATE_OK = [("PreTerminateDeleteHookSucceeded", "True", "", "", "")]
+_CAPI_V1BETA1[STAGE_NODE_DELETE_FAILED] = [*_PRE_TERMINATE_OK, ("NodeHealthy", "False", "DeletionFailed", None, SEVERITY_WARNING)]
 
 
 def capi_v1beta1_conditions(current: list[dict], stage: Stage | None, now: _dt.datetime) -> list[dict]:
@@ -202,9 +205,11 @@ def capi_v1beta1_conditions(current: list[dict], stage: Stage | None, now: _dt.d
     return result
 
 
-# The upstream v1beta2 Deleting message when a drain fails; the error itself goes to the
-# v1beta1 DrainingSucceeded condition and the FailedDrainNode Event.
+# The upstream v1beta2 Deleting messages when a drain or a Node deletion fails; the error
+# itself goes to the FailedDrainNode or FailedDeleteNode Event (and, for the drain, to the
+# v1beta1 DrainingSucceeded condition).
 DRAIN_ERROR_MESSAGE = "Error draining Node, please check controller logs for errors"
+NODE_DELETE_ERROR_MESSAGE = "Error deleting Node, please check controller logs for errors"
 
 
 def capi_deleting_message(stage: Stage) -> str:
@@ -212,6 +217,7 @@ def capi_deleting_message(stage: Stage) -> str:
     keys = ",".join(sorted(hook.key or hook.name for hook in stage.hooks))
     messages = {
         STAGE_DRAIN_FAILED: DRAIN_ERROR_MESSAGE,
+        STAGE_NODE_DELETE_FAILED: NODE_DELETE_ERROR_MESSAGE,
         STAGE_PRE_DRAIN: f"Waiting for pre-drain hooks to succeed (hooks: {keys})",
         STAGE_PRE_TERMINATE: f"Waiting for pre-terminate hooks to succeed (hooks: {keys})",
         STAGE_INFRASTRUCTURE: f"Waiting for {stage.kind} to be deleted",
@@ -225,8 +231,12 @@ def capi_deleting_message(stage: Stage) -> str:
 _STEP_DONE = (STAGE_DRAINED, STAGE_DRAIN_SKIPPED, STAGE_VOLUMES_DETACHED)
 
 
+# Failures are reported under the reason of the step that failed.
+_FAILED_STEP_REASON = {STAGE_DRAIN_FAILED: STAGE_DRAINING, STAGE_NODE_DELETE_FAILED: STAGE_DELETING_NODE}
+
+
 def capi_deleting_reason(stage: Stage) -> str:
-    return STAGE_DRAINING if stage.name == STAGE_DRAIN_FAILED else stage.name
+    return _FAILED_STEP_REASON.get(stage.name, stage.name)
 
 
 def capi_deleting_condition(current: list[dict], stage: Stage | None, now: _dt.datetime, machine_generation: int | None = None) -> list[dict]:

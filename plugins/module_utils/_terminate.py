@@ -85,9 +85,6 @@ WAIT_ACTIONS = (WAIT_VOLUMES, WAIT_PRE_TERMINATE, WAIT_INFRASTRUCTURE, WAIT_BOOT
 # rather than by deleting Cluster API infrastructure and bootstrap objects.
 PROVIDER_TERMINATED_FLAVOURS = (OPENSHIFT,)
 
-# The upstream v1beta2 Deleting message when a Node deletion fails.
-NODE_DELETE_ERROR_MESSAGE = "Error deleting Node, please check controller logs for errors"
-
 
 @dataclass(frozen=True)
 class ObjectState:

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 from ansible_collections.lifecycle.machine.plugins.module_utils._api import ApiError, KubeApi, resource_path
 from ansible_collections.lifecycle.machine.plugins.module_utils._common import MachineError, now, rfc3339
-from ansible_collections.lifecycle.machine.plugins.module_utils._conditions import STAGE_DELETING_NODE, STAGE_VOLUMES_DETACHED, Stage
+from ansible_collections.lifecycle.machine.plugins.module_utils._conditions import STAGE_NODE_DELETE_FAILED, STAGE_VOLUMES_DETACHED, Stage
 from ansible_collections.lifecycle.machine.plugins.module_utils._drain import SKIP, classify_pods, is_node_unreachable, normalize_rules, pod_key
 from ansible_collections.lifecycle.machine.plugins.module_utils._drainer import PodContext, list_node_pods, served_drain_rules
 from ansible_collections.lifecycle.machine.plugins.module_utils._flavour import PRE_TERMINATE, ObjectRef, flavour_for, machine_label
@@ -41,7 +41,6 @@ from ansible_collections.lifecycle.machine.plugins.module_utils._terminate impor
     DELETE_NODE,
     DONE,
     FINISHED,
-    NODE_DELETE_ERROR_MESSAGE,
     OBSERVE_BOOTSTRAP,
     OBSERVE_INFRASTRUCTURE,
     OBSERVE_VOLUMES,
@@ -323,6 +322,8 @@ class Termination:
                 break
             time.sleep(NODE_DELETE_RETRY_INTERVAL)
         reason = error.message if error is not None else "unknown error"
+        # As upstream: NodeHealthy False DeletionFailed and the Event, whether the workflow stops here or gives up on the Node.
+        machine = facts.machine = self.record_stages(machine, [Stage(STAGE_NODE_DELETE_FAILED)])
         emit_event(self.api, machine, "Warning", "FailedDeleteNode", f"error deleting Machine's node: {reason}")
         deadline = node_deletion_deadline(machine, self.flavour)
         if deadline is not None and now() >= deadline:
@@ -333,7 +334,6 @@ class Termination:
             )
             self.note(f"give up deleting Node {node_name}")
             return facts
-        self.record_stages(machine, [Stage(STAGE_DELETING_NODE, message=NODE_DELETE_ERROR_MESSAGE)])
         self.set_step(STEP_NODE, BLOCKED, f"deleting Node {node_name} failed: {reason}")
         raise MachineError(f"Failed to delete Node {node_name} of Machine {self.label}: {reason}", **self.result())
 

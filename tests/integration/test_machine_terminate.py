@@ -587,6 +587,8 @@ def test_failed_node_deletion_is_reported_then_given_up_after_the_timeout(flavou
     assert step(result, "node")["status"] == "blocked"
     deleting = conditions(kube, flavour, machine["path"])["Deleting"]
     assert (deleting["reason"], deleting["message"]) == ("DeletingNode", "Error deleting Node, please check controller logs for errors")
+    node_healthy = conditions(kube, flavour, machine["path"])["v1beta1/NodeHealthy"]
+    assert (node_healthy["status"], node_healthy["reason"], node_healthy["severity"]) == ("False", "DeletionFailed", "Warning")
     events = kube.list(f"/api/v1/namespaces/{machine['namespace']}/events", field_selector=f"involvedObject.name={machine['name']}")
     failed = [e for e in events if e["reason"] == "FailedDeleteNode"]
     assert failed and failed[0]["type"] == "Warning"

@@ -16,6 +16,7 @@ from ansible_collections.lifecycle.machine.plugins.module_utils._conditions impo
     STAGE_DRAINED,
     STAGE_DRAINING,
     STAGE_INFRASTRUCTURE,
+    STAGE_NODE_DELETE_FAILED,
     STAGE_PRE_DRAIN,
     STAGE_PRE_TERMINATE,
     STAGE_VOLUMES,
@@ -62,6 +63,7 @@ def test_stages_are_in_workflow_order() -> None:
         "WaitingForInfrastructureDeletion",
         "WaitingForBootstrapDeletion",
         "DeletingNode",
+        "NodeDeletionFailed",
         "DeletionCompleted",
     )
 
@@ -237,7 +239,9 @@ def test_openshift_drained_exact_strings(stage, drained) -> None:
     assert result["Drained"] == {**drained, "lastTransitionTime": S0}
 
 
-@pytest.mark.parametrize("stage", [STAGE_PRE_DRAIN, STAGE_VOLUMES, STAGE_PRE_TERMINATE, STAGE_INFRASTRUCTURE, STAGE_DELETING_NODE, STAGE_COMPLETED])
+@pytest.mark.parametrize(
+    "stage", [STAGE_PRE_DRAIN, STAGE_VOLUMES, STAGE_PRE_TERMINATE, STAGE_INFRASTRUCTURE, STAGE_DELETING_NODE, STAGE_NODE_DELETE_FAILED, STAGE_COMPLETED]
+)
 def test_openshift_other_stages_leave_drained_alone(stage) -> None:
     current = [{"type": "Drained", "status": "True", "message": "Drain finished successfully", "lastTransitionTime": S0}]
     result = by_type(openshift_conditions(current, hooks(), Stage(stage), T1))
@@ -307,6 +311,10 @@ PRE_TERMINATE_OK = {"type": "PreTerminateDeleteHookSucceeded", "status": "True"}
         (Stage(STAGE_INFRASTRUCTURE, kind="FakeMachine"), [PRE_TERMINATE_OK]),
         (Stage(STAGE_BOOTSTRAP, kind="FakeBootstrapConfig"), [PRE_TERMINATE_OK]),
         (Stage(STAGE_DELETING_NODE), [PRE_TERMINATE_OK]),
+        (
+            Stage(STAGE_NODE_DELETE_FAILED, "ignored"),
+            [{"type": "NodeHealthy", "status": "False", "severity": "Warning", "reason": "DeletionFailed"}, PRE_TERMINATE_OK],
+        ),
         (Stage(STAGE_COMPLETED), [PRE_TERMINATE_OK]),
     ],
 )
@@ -386,6 +394,7 @@ def capi_hooks(prefix: str, *hook_names: str) -> list[Hook]:
         (Stage(STAGE_INFRASTRUCTURE, kind="FakeMachine"), "WaitingForInfrastructureDeletion", "Waiting for FakeMachine to be deleted"),
         (Stage(STAGE_BOOTSTRAP, kind="KubeadmConfig"), "WaitingForBootstrapDeletion", "Waiting for KubeadmConfig to be deleted"),
         (Stage(STAGE_DELETING_NODE, "Deleting Node n-1"), "DeletingNode", "Deleting Node n-1"),
+        (Stage(STAGE_NODE_DELETE_FAILED), "DeletingNode", "Error deleting Node, please check controller logs for errors"),
         (Stage(STAGE_COMPLETED), "DeletionCompleted", "Deletion completed"),
     ],
 )
