@@ -12,12 +12,14 @@ from __future__ import annotations
 import threading
 import time
 import uuid
+from collections.abc import Callable
 
 import pytest
 from conftest import machine_collection
 from khelpers import PodRecorder, capi_path, deployment, pod_is_ready, wait_for
 
-from ansible_collections.lifecycle.machine.plugins.module_utils._api import KubeApi, api_from_kubeconfig
+from ansible_collections.lifecycle.machine.plugins.module_utils._api import ApiError, KubeApi, api_from_kubeconfig
+from ansible_collections.lifecycle.machine.plugins.module_utils._drain import TERMINATING_NAMESPACE_MESSAGE
 
 GRACE = 2
 PDB_REFUSAL = "cannot evict pod as it would violate the pod's disruption budget."
@@ -389,6 +391,79 @@ def test_unreachable_node_skips_pods_whose_deletion_never_ends(*, kube, namespac
     fresh = get_pod(kube, namespace, "fresh-0")
     assert fresh is not None, "nothing but a kubelet removes a Pod here"
     assert fresh["metadata"]["deletionGracePeriodSeconds"] == 1, "an unreachable Node's Pods are evicted with a 1 s grace period"
+
+
+# ---------------------------------------------------------------------------
+# Terminating namespace
+
+
+@pytest.fixture
+def stuck_namespace(kube: KubeApi):
+    """A namespace whose Pods stay while it is being deleted: a ValidatingAdmissionPolicy
+    denies deleting Pods in it (the namespace controller's work) until the test ends."""
+    name = f"t-stuck-{uuid.uuid4().hex[:6]}"
+    kube.create("/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
+    base = "/apis/admissionregistration.k8s.io/v1"
+    rules = [{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["DELETE"], "resources": ["pods"]}]
+    kube.create(
+        f"{base}/validatingadmissionpolicies",
+        {
+            "metadata": {"name": name},
+            "spec": {
+                "failurePolicy": "Fail",
+                "matchConstraints": {"resourceRules": rules},
+                "validations": [{"expression": "false", "message": "Pods of this namespace stay (test policy)"}],
+            },
+        },
+    )
+    kube.create(
+        f"{base}/validatingadmissionpolicybindings",
+        {
+            "metadata": {"name": name},
+            "spec": {
+                "policyName": name,
+                "validationActions": ["Deny"],
+                "matchResources": {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": name}}},
+            },
+        },
+    )
+    yield name
+    # Without the policy the namespace controller finishes the deletion.
+    kube.delete(f"{base}/validatingadmissionpolicybindings/{name}")
+    kube.delete(f"{base}/validatingadmissionpolicies/{name}")
+
+
+def test_terminating_namespace_refusal_has_the_upstream_text(*, kube, stuck_namespace, make_node, run_module) -> None:
+    namespace = stuck_namespace
+    node = make_node()
+    make_pods(kube, namespace, node, {"left-0": {}})
+    pod_path = f"/api/v1/namespaces/{namespace}/pods/left-0"
+
+    def refused(attempt: Callable[[], object], cause: str | None = None) -> bool:
+        try:
+            attempt()
+        except ApiError as exc:
+            return cause is None or cause in [c.get("reason") for c in exc.causes]
+        return False
+
+    wait_for(lambda: refused(lambda: kube.delete(pod_path, dry_run=True)), timeout=30, what="the admission policy to take effect")
+    kube.delete(f"/api/v1/namespaces/{namespace}")
+    eviction = {"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": "left-0", "namespace": namespace}}
+    wait_for(
+        lambda: refused(lambda: kube.create(f"{pod_path}/eviction", eviction, dry_run=True), "NamespaceTerminating"),
+        timeout=30,
+        what="evictions to be refused in the terminating namespace",
+    )
+
+    result = run_module("machine_drain", {"node": node, "wait": False})
+
+    assert not result.get("failed"), result.get("msg")
+    assert result["completed"] is False and result["evicted"] == []
+    pod = next(p for p in result["pods"] if p["name"] == "left-0")
+    assert pod["eviction_error"] == TERMINATING_NAMESPACE_MESSAGE
+    line = next(line for line in result["message"].splitlines() if f"{namespace}/left-0" in line)
+    assert line.startswith("* Pod ") and line.endswith(TERMINATING_NAMESPACE_MESSAGE)
+    assert get_pod(kube, namespace, "left-0")["metadata"].get("deletionTimestamp") is None
 
 
 # ---------------------------------------------------------------------------

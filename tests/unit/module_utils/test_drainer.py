@@ -66,7 +66,8 @@ def test_other_conflicts_are_failures() -> None:
 
 
 def test_terminating_namespace_gets_the_upstream_text() -> None:
-    body = {"message": "unable to create new content in namespace ns because it is being terminated", "details": {"causes": [{"type": "NamespaceTerminating"}]}}
+    message = "unable to create new content in namespace ns because it is being terminated"
+    body = {"message": message, "details": {"causes": [{"reason": "NamespaceTerminating"}]}}
     assert _failure(ApiError(403, "Forbidden", body)) == (TERMINATING_NAMESPACE_MESSAGE, False)
 
 
