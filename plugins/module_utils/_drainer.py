@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 
 from ansible_collections.lifecycle.machine.plugins.module_utils._api import ApiError, KubeApi, resource_path
 from ansible_collections.lifecycle.machine.plugins.module_utils._drain import (
+    PDB_MESSAGE,
     DrainPlan,
     PodDecision,
     classify_pods,
@@ -187,22 +188,50 @@ def budget_groups(pods: list[dict], budgets: list[dict]) -> list[list[dict]]:
     """
     groups: dict[tuple, list[dict]] = {}
     for pod in pods:
-        meta = pod.get("metadata") or {}
-        covering = []
-        for budget in budgets:
-            budget_meta = budget.get("metadata") or {}
-            selector = (budget.get("spec") or {}).get("selector")
-            if budget_meta.get("namespace") != meta.get("namespace") or selector is None:
-                continue
-            try:
-                matches = match_label_selector(selector, meta.get("labels") or {})
-            except ValueError:
-                matches = False
-            if matches:
-                covering.append(budget_meta.get("name"))
-        key = (meta.get("namespace"), tuple(sorted(covering))) if covering else ("", pod_key(pod))
+        covering = sorted((budget.get("metadata") or {}).get("name") for budget in covering_budgets(pod, budgets))
+        key = ((pod.get("metadata") or {}).get("namespace"), tuple(covering)) if covering else ("", pod_key(pod))
         groups.setdefault(key, []).append(pod)
     return [sorted(group, key=lambda pod: (_ready(pod), pod_key(pod))) for _key, group in sorted(groups.items())]
+
+
+def covering_budgets(pod: dict, budgets: list[dict]) -> list[dict]:
+    """The PodDisruptionBudgets whose selector matches the Pod, in its namespace."""
+    meta = pod.get("metadata") or {}
+    covering = []
+    for budget in budgets:
+        selector = (budget.get("spec") or {}).get("selector")
+        if (budget.get("metadata") or {}).get("namespace") != meta.get("namespace") or selector is None:
+            continue
+        try:
+            matches = match_label_selector(selector, meta.get("labels") or {})
+        except ValueError:
+            matches = False
+        if matches:
+            covering.append(budget)
+    return covering
+
+
+def dry_run_allowance(group: list[dict], budgets: list[dict]) -> tuple[int, str] | None:
+    """For a dry run: how many Ready Pods of a budget group the server would let go
+    now, and its refusal once they have; None when not predictable.
+
+    A dry-run eviction does not count against the budget, so the server accepts
+    every one while ``status.disruptionsAllowed`` is above zero. A real drain
+    would be refused after that many, with the API server's text for the
+    budget's status once the disruption controller has counted the evicted
+    Pods out of ``currentHealthy``."""
+    covering = covering_budgets(group[0], budgets) if group else []
+    if len(covering) != 1:
+        return None
+    budget = covering[0]
+    status = budget.get("status") or {}
+    if not isinstance(status.get("disruptionsAllowed"), int):
+        return None
+    name = (budget.get("metadata") or {}).get("name")
+    allowed = status["disruptionsAllowed"]
+    healthy = max(0, (status.get("currentHealthy") or 0) - allowed)
+    cause = f"The disruption budget {name} needs {status.get('desiredHealthy', 0)} healthy pods and has {healthy} currently"
+    return allowed, eviction_failure_message(429, PDB_MESSAGE, [{"type": "DisruptionBudget", "message": cause}])
 
 
 def list_budgets(api: KubeApi) -> list[dict]:
@@ -228,7 +257,9 @@ def evict_pods(
     A refusal (429 from a PodDisruptionBudget, or any other error) is recorded
     for the progress message, never raised: the next pass retries it. Once a
     budget refuses, its remaining Ready Pods are recorded as refused with the
-    same message without asking again in this pass.
+    same message without asking again in this pass. In a dry run, Ready Pods
+    beyond what a budget allows now are refused as the server would refuse them
+    (see :func:`dry_run_allowance`).
     """
     outcome = EvictionOutcome()
     if not pods:
@@ -238,11 +269,18 @@ def evict_pods(
     def chain(group: list[dict]) -> list[tuple[str, str | None, bool]]:
         results = []
         refusal = None
+        allowance = dry_run_allowance(group, budgets or []) if dry_run and not disable_eviction and len(group) > 1 else None
         for pod in group:
             if refusal is not None and _ready(pod):
                 results.append((pod_key(pod), refusal, False))
                 continue
             failure, gone, status = _evict(api, pod, grace_period=grace_period, disable_eviction=disable_eviction, dry_run=dry_run)
+            if allowance is not None and status == 200 and _ready(pod):
+                allowed, budget_refusal = allowance
+                if allowed > 0:
+                    allowance = (allowed - 1, budget_refusal)
+                else:
+                    failure, status = budget_refusal, 429
             if status == 429 and len(group) > 1:
                 refusal = failure
             results.append((pod_key(pod), failure, gone))

@@ -52,7 +52,8 @@ attributes:
       - Changes nothing - the Node is not cordoned, no Pod is evicted, no condition is written.
       - Returns the full plan - every Pod with its behaviour, order, reason and warnings, and the batches in
         eviction order. The evictions of the current batch are sent as server-side dry runs, so
-        RV(pods[].eviction_error) shows the ones a PodDisruptionBudget refuses right now.
+        RV(pods[].eviction_error) shows the ones a PodDisruptionBudget refuses right now; as a dry run does not use
+        up a budget, Ready Pods beyond what their budget allows are shown with the refusal the server would send.
   diff_mode:
     support: full
     description: Shows whether the Node is schedulable and which Pods are on it, before and after.

@@ -258,6 +258,31 @@ def create_pdb(kube: KubeApi, namespace: str, name: str, *, selector: dict, min_
     wait_for(observed, what=f"PodDisruptionBudget {name} observed by the disruption controller")
 
 
+def test_check_mode_predicts_what_the_budget_allows(*, kube, namespace, make_node, run_module, audit_events) -> None:
+    node = make_node(labels={"lm-pool": namespace})
+    kube.create(f"/apis/apps/v1/namespaces/{namespace}/deployments", deployment("web", 3, {"lm-pool": namespace}, GRACE))
+    wait_for(lambda: len([p for p in kube.list(f"/api/v1/namespaces/{namespace}/pods") if pod_is_ready(p)]) == 3, what="3 web Pods Ready")
+    create_pdb(kube, namespace, "web", selector={"app": "web"}, min_available=2, healthy=3)
+    refusal = "Cannot evict pod as it would violate the pod's disruption budget. The disruption budget web needs 2 healthy pods and has 2 currently"
+
+    # Dry-run evictions do not count against the budget; the plan still shows the one Pod it lets go now.
+    plan = run_module("machine_drain", {"node": node}, check=True)
+
+    assert not plan.get("failed"), plan.get("msg")
+    predicted = sorted(p["eviction_error"] or "" for p in plan["pods"])
+    assert predicted == ["", refusal, refusal]
+    assert f"{PDB_REFUSAL} The disruption budget web needs 2 healthy pods and has 2 currently" in plan["message"]
+    assert evictions(audit_events, namespace) == {}, "check mode sent a real eviction"
+
+    # A real pass does what the plan said (the refusal's wording depends on how far the
+    # disruption controller got in the meantime).
+    first = run_module("machine_drain", {"node": node, "wait": False})
+    assert not first.get("failed"), first.get("msg")
+    assert len(first["evicted"]) == 1
+    refused = [p["eviction_error"] for p in first["pods"] if p["present"] and p["eviction_error"]]
+    assert len(refused) == 2 and all(error.startswith("Cannot evict pod as it would violate the pod's disruption budget.") for error in refused)
+
+
 def test_deployment_behind_pdb_drains_completely(*, kube, namespace, make_node, run_module, recorder, audit_events) -> None:
     pool = {"lm-pool": namespace}
     node = make_node(labels=pool)

@@ -16,7 +16,14 @@ from ansible_collections.lifecycle.machine.plugins.module_utils._drain import (
     PodDecision,
     plan_drain,
 )
-from ansible_collections.lifecycle.machine.plugins.module_utils._drainer import DrainPass, EvictionOutcome, _failure, _WatchState, budget_groups
+from ansible_collections.lifecycle.machine.plugins.module_utils._drainer import (
+    DrainPass,
+    EvictionOutcome,
+    _failure,
+    _WatchState,
+    budget_groups,
+    dry_run_allowance,
+)
 from ansible_collections.lifecycle.machine.plugins.module_utils._flavour import Hook
 from ansible_collections.lifecycle.machine.plugins.module_utils._machine_drain import PodLedger, go_quote, hooks_text, merge_rules, wait_seconds
 
@@ -275,3 +282,21 @@ def test_budget_selectors_follow_policy_v1() -> None:
 def test_an_invalid_budget_selector_covers_nothing() -> None:
     broken = budget("broken", {"matchExpressions": [{"key": "app", "operator": "Maybe"}]})
     assert names(budget_groups([pod("a", app="x")], [broken])) == [["a"]]
+
+
+def test_dry_run_allowance_is_the_budgets_and_its_refusal_the_servers_text() -> None:
+    web = budget("web", {"matchLabels": {"app": "web"}})
+    web["status"] = {"disruptionsAllowed": 1, "desiredHealthy": 2, "currentHealthy": 3}
+    allowed, refusal = dry_run_allowance([pod("web-0", app="web"), pod("web-1", app="web")], [web])
+    assert allowed == 1
+    # Once the one allowed Pod is evicted, the budget has 2 healthy Pods left.
+    assert refusal == f"{PDB} The disruption budget web needs 2 healthy pods and has 2 currently"
+
+
+def test_dry_run_allowance_unknown_without_exactly_one_observed_budget() -> None:
+    web = budget("web", {"matchLabels": {"app": "web"}})
+    assert dry_run_allowance([pod("web-0", app="web")], [web]) is None, "no status yet: the server decides"
+    web["status"] = {"disruptionsAllowed": 1}
+    # Two budgets over one Pod: the server refuses the eviction itself.
+    assert dry_run_allowance([pod("web-0", app="web")], [web, budget("all", {})]) is None
+    assert dry_run_allowance([pod("lone-0")], [web]) is None
