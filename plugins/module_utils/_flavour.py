@@ -17,6 +17,12 @@ from typing import Any
 
 from ansible_collections.lifecycle.machine.plugins.module_utils._common import MachineError, parse_duration, parse_time, rfc3339
 from ansible_collections.lifecycle.machine.plugins.module_utils._conditions import (
+    STAGE_BOOTSTRAP,
+    STAGE_COMPLETED,
+    STAGE_DELETING_NODE,
+    STAGE_INFRASTRUCTURE,
+    STAGE_PRE_TERMINATE,
+    STAGE_VOLUMES,
     Stage,
     capi_deleting_condition,
     capi_v1beta1_conditions,
@@ -57,15 +63,8 @@ CONDITION_REASON_PATTERN = re.compile(r"^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$
 V1BETA1_CONDITION_LIMITS = {"type": 256, "reason": 256, "message": 10240}
 METAV1_CONDITION_LIMITS = {"type": 316, "reason": 1024, "message": 32768}
 CAPI_DEFAULT_NODE_DELETION_TIMEOUT = 10
-# Deleting condition reasons of the stages after the drain.
-PAST_DRAIN_REASONS = (
-    "WaitingForVolumeDetach",
-    "WaitingForPreTerminateHook",
-    "WaitingForInfrastructureDeletion",
-    "WaitingForBootstrapDeletion",
-    "DeletingNode",
-    "DeletionCompleted",
-)
+# Deleting condition reasons of the stages after the drain (a stage's name is its reason).
+PAST_DRAIN_REASONS = (STAGE_VOLUMES, STAGE_PRE_TERMINATE, STAGE_INFRASTRUCTURE, STAGE_BOOTSTRAP, STAGE_DELETING_NODE, STAGE_COMPLETED)
 
 
 @dataclass(frozen=True)

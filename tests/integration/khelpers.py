@@ -43,6 +43,16 @@ def wait_for(predicate: Callable[[], Any], timeout: float = 60, interval: float 
         time.sleep(interval)
 
 
+def drained_status(flavour: str) -> dict:
+    """The Machine status a finished drain leaves: OpenShift's Drained, Cluster API's
+    DrainingSucceeded (under ``deprecated.v1beta1`` on v1beta2)."""
+    stamp = "2026-01-01T00:00:00Z"
+    if flavour == "openshift":
+        return {"conditions": [{"type": "Drained", "status": "True", "message": "Drain finished successfully", "lastTransitionTime": stamp}]}
+    v1beta1 = [{"type": "DrainingSucceeded", "status": "True", "lastTransitionTime": stamp}]
+    return {"conditions": v1beta1} if flavour == "v1beta1" else {"deprecated": {"v1beta1": {"conditions": v1beta1}}}
+
+
 OPENSHIFT_MACHINES = "/apis/machine.openshift.io/v1beta1/namespaces/{ns}/machines"
 
 

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 from conftest import machine_collection
-from khelpers import wait_for
+from khelpers import drained_status, wait_for
 
 from ansible_collections.lifecycle.machine.plugins.module_utils._api import KubeApi
 
@@ -144,13 +144,7 @@ def mark_for_deletion(kube: KubeApi, flavour: str, namespace: str, name: str) ->
 
 def record_drained(kube: KubeApi, flavour: str, namespace: str, name: str) -> None:
     """Write what the drain writes when it finishes."""
-    stamp = "2026-01-01T00:00:00Z"
-    if flavour == "openshift":
-        status = {"conditions": [{"type": "Drained", "status": "True", "message": "Drain finished successfully", "lastTransitionTime": stamp}]}
-    else:
-        v1beta1 = [{"type": "DrainingSucceeded", "status": "True", "lastTransitionTime": stamp}]
-        status = {"conditions": v1beta1} if flavour == "v1beta1" else {"deprecated": {"v1beta1": {"conditions": v1beta1}}}
-    kube.patch(machine_path(flavour, namespace, name), {"status": status}, subresource_status=True)
+    kube.patch(machine_path(flavour, namespace, name), {"status": drained_status(flavour)}, subresource_status=True)
 
 
 def test_install_only_adds_hooks_but_never_to_a_deleting_machine(*, flavour, namespace, make_machine, run_playbook, kube, tmp_path) -> None:

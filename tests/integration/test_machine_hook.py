@@ -9,6 +9,7 @@ import time
 
 import pytest
 from conftest import machine_collection
+from khelpers import drained_status
 
 from ansible_collections.lifecycle.machine.plugins.module_utils._api import KubeApi, api_from_kubeconfig
 from ansible_collections.lifecycle.machine.plugins.modules.machine_hook import manage_hook
@@ -274,14 +275,8 @@ def test_machine_info_reports_hooks_and_gates(flavour, namespace, make_machine, 
 def test_machine_info_drained_gate_follows_conditions(flavour, namespace, make_machine, run_module, kube) -> None:
     machine = make_machine(namespace)["metadata"]["name"]
     path = f"{machine_collection(flavour, namespace)}/{machine}"
-    stamp = "2026-01-01T00:00:00Z"
-    if flavour == "openshift":
-        status = {"conditions": [{"type": "Drained", "status": "True", "message": "Drain finished successfully", "lastTransitionTime": stamp}]}
-    else:
-        v1beta1 = [{"type": "DrainingSucceeded", "status": "True", "lastTransitionTime": stamp}]
-        status = {"conditions": v1beta1} if flavour == "v1beta1" else {"deprecated": {"v1beta1": {"conditions": v1beta1}}}
     assert run_module("machine_info", {"machine": machine, "namespace": namespace})["machines"][0]["gates"]["drained"] is False
-    kube.patch(path, {"status": status}, subresource_status=True)
+    kube.patch(path, {"status": drained_status(flavour)}, subresource_status=True)
     assert run_module("machine_info", {"machine": machine, "namespace": namespace})["machines"][0]["gates"]["drained"] is True
 
 
