@@ -1,0 +1,531 @@
+# Copyright: lifecycle.machine contributors
+# Apache License 2.0 (see LICENSE)
+"""The one Kubernetes transport: REST calls with plain dicts in and out.
+
+A :class:`KubeApi` is built from kubernetes.core's client factory
+(:func:`api_from_module`, :func:`api_from_options`), so kubeconfig, context,
+host, api_key, certificates, proxy, proxy headers, no_proxy, impersonation
+and the ``K8S_AUTH_*`` environment variables (how AWX injects credentials)
+behave exactly as in kubernetes.core modules. Every request is retried as
+:mod:`retry` decides, never past the task's deadline, and counted; a "not
+found" is a value (``None`` / ``False`` / ``[]``), never an exception.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator
+from typing import Any
+from urllib.parse import urlencode
+
+from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.discovery import Discovery
+from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.errors import ApiError, Cancelled, describe_path, http_reason
+from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.paths import JSON_PATCH, MERGE_PATCH, STRATEGIC_PATCH, resource_path
+from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.retry import Failure, RetryPolicy, idempotent, parse_retry_after
+
+try:
+    import kubernetes.client
+    from kubernetes.client.exceptions import ApiException
+    from urllib3.exceptions import ConnectTimeoutError
+    from urllib3.exceptions import HTTPError as Urllib3Error
+
+    HAS_KUBERNETES = True
+except ImportError:  # reported by the module through missing_required_lib
+    HAS_KUBERNETES = False
+
+    class ApiException(Exception):  # type: ignore[no-redef]
+        """Stand-in so this module imports without the kubernetes client."""
+
+        status = 0
+        reason = ""
+        body = None
+        headers = None
+
+    class Urllib3Error(Exception):  # type: ignore[no-redef]
+        """Stand-in."""
+
+    class ConnectTimeoutError(Urllib3Error):  # type: ignore[no-redef]
+        """Stand-in."""
+
+
+try:
+    from ansible_collections.kubernetes.core.plugins.module_utils.k8s.client import get_api_client
+except ImportError:  # reported by the module at run time
+    get_api_client = None
+
+__all__ = ["JSON_PATCH", "MERGE_PATCH", "STRATEGIC_PATCH", "ApiError", "Cancelled", "KubeApi", "resource_path"]
+
+USER_AGENT = "lifecycle.machine"
+# Evictions of one batch run concurrently: the connection pool holds as many connections.
+POOL_SIZE = 16
+# (connect, read) seconds of one request; a watch reads for its own timeout plus this slack.
+CONNECT_TIMEOUT = 10.0
+READ_TIMEOUT = 60.0
+WATCH_SLACK = 10.0
+# A run that has never reached the server (a mistyped host, nothing listening)
+# stops retrying sooner than one that lost a server it was talking to.
+FIRST_CONTACT_BUDGET = 10.0
+
+_TRANSPORT_ERRORS: tuple[type[BaseException], ...] = (Urllib3Error, OSError)
+
+
+def _is_permanent_tls_error(text: str) -> bool:
+    lowered = text.lower()
+    return "certificate verify failed" in lowered or ("hostname" in lowered and "match" in lowered)
+
+
+class _Call:
+    """One request as sent: method, path, query parameters, body and its content type."""
+
+    __slots__ = ("body", "content_type", "method", "params", "path")
+
+    def __init__(self, method: str, path: str, params: list, body: Any, content_type: str | None):
+        self.method = method
+        self.path = path
+        self.params = params
+        self.body = body
+        self.content_type = content_type
+
+
+class _Attempts:
+    """The attempts of one request: counts them, and after a failure either
+    waits and lets the caller send again, or raises the error."""
+
+    def __init__(self, api: KubeApi, call: _Call, *, repeatable: bool, throttle: bool = True, verify: Callable[[], Any] | None = None):
+        self.api = api
+        self.call = call
+        self.repeatable = repeatable
+        self.throttle = throttle
+        self.verify = verify
+        self.started = api._clock()
+        self.count = 0
+        self.ambiguous = False
+
+    def start(self) -> None:
+        api = self.api
+        if api.cancelled:
+            raise Cancelled(f"the run was cancelled before {self.call.method} {describe_path(self.call.path)}")
+        self.count += 1
+        with api._lock:
+            api.request_count += 1
+
+    def failed(self, failure: Failure, data: Any) -> Any:
+        """Wait before the next attempt (returning None), return what ``verify``
+        found when an earlier attempt took effect, or raise the ApiError."""
+        api = self.api
+        if not api.policy.retryable(failure, idempotent=self.repeatable, throttle=self.throttle, verifiable=self.verify is not None):
+            raise self.error(failure, data)
+        wait = api.policy.delay(self.count - 1, failure.retry_after)
+        if api._clock() + wait >= api._window_end(self.started):
+            raise self.error(failure, data)
+        api.retries[_retry_label(failure)] += 1
+        self.ambiguous = self.ambiguous or failure.may_be_applied
+        api.sleep(wait)
+        if failure.may_be_applied and self.verify is not None:
+            return self.verify()
+        return None
+
+    def error(self, failure: Failure, data: Any) -> ApiError:
+        return ApiError(
+            failure.status,
+            failure.reason,
+            _json_body(data),
+            self.call.method,
+            self.call.path,
+            retry_after=failure.retry_after,
+            attempts=self.count,
+            after_ambiguous=self.ambiguous,
+            elapsed=self.api._clock() - self.started,
+        )
+
+
+class KubeApi:
+    """REST calls against one API server: retried, counted and cancellable.
+
+    ``deadline`` (a ``time.monotonic()`` value) is the task's own limit: no
+    retry waits past it. Without one, a request is retried for at most the
+    policy's ``budget``. ``cancel()`` makes every later request raise
+    :class:`Cancelled` at once, and wakes any retry pause.
+    """
+
+    def __init__(self, api_client: Any, *, policy: RetryPolicy | None = None, clock: Callable[[], float] = time.monotonic):
+        self._api_client = api_client
+        self._lock = threading.Lock()
+        self._clock = clock
+        self._cancelled = threading.Event()
+        self._answered = False
+        self.policy = policy or RetryPolicy()
+        self.deadline: float | None = None
+        self.request_count = 0
+        self.retries: Counter[str] = Counter()
+        self.discovery = Discovery(self)
+
+    # -- lifecycle -----------------------------------------------------------
+    def cancel(self) -> None:
+        """Send no request from now on (a signal handler calls this)."""
+        self._cancelled.set()
+
+    @property
+    def cancelled(self) -> bool:
+        return self._cancelled.is_set()
+
+    def sleep(self, seconds: float) -> None:
+        """Pause, but wake up (and raise Cancelled) as soon as the run is cancelled."""
+        if self._cancelled.wait(max(0.0, seconds)):
+            raise Cancelled("the run was cancelled")
+
+    def retry_summary(self) -> str:
+        """``503 Service Unavailable x3, connection reset x1`` (empty when nothing was retried)."""
+        return ", ".join(f"{reason} x{count}" for reason, count in sorted(self.retries.items()))
+
+    # -- the one place a request is sent --------------------------------------
+    def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        query: dict | None = None,
+        body: Any = None,
+        content_type: str | None = None,
+        timeout: float | None = None,
+        retry: bool | None = None,
+        throttle: bool = True,
+        verify: Callable[[], Any] | None = None,
+    ) -> Any:
+        """Send one request (retrying as :mod:`retry` says) and return the parsed answer.
+
+        ``retry`` overrides whether the request is safe to repeat (by default
+        :func:`retry.idempotent`); ``throttle=False`` leaves 429 answers to the
+        caller; ``verify`` is asked, before a request that may already have
+        taken effect is sent again, whether it did: its answer (anything but
+        None) is returned instead of resending.
+        """
+        method = method.upper()
+        call = _Call(method, path, [(k, v) for k, v in (query or {}).items() if v is not None and v != ""], body, content_type)
+        attempts = _Attempts(self, call, repeatable=idempotent(method, body, content_type) if retry is None else retry, throttle=throttle, verify=verify)
+        while True:
+            attempts.start()
+            failure, data = self._exchange(call, self._timeout(timeout))
+            if failure is None:
+                return json.loads(data) if data else None
+            outcome = attempts.failed(failure, data)
+            if outcome is not None:
+                return outcome
+
+    def _exchange(self, call: _Call, timeout: tuple[float, float]) -> tuple[Failure | None, Any]:
+        """One HTTP exchange: (None, body) on success, else (the failure, its body)."""
+        try:
+            response = self._open(call, timeout)
+            try:
+                status, data, headers = response.status, response.data, response.headers
+            finally:
+                response.release_conn()
+        except _TRANSPORT_ERRORS as exc:
+            return Failure(0, _transport_reason(exc), sent=not isinstance(exc, ConnectTimeoutError)), None
+        except ApiException as exc:
+            status, data, headers = exc.status or 0, exc.body, getattr(exc, "headers", None) or {}
+            if status == 0:
+                reason = str(exc.reason or exc)
+                if _is_permanent_tls_error(reason):
+                    raise ApiError(0, reason, None, call.method, call.path) from None
+                return Failure(0, reason.splitlines()[0] if reason else "no answer", sent=not reason.startswith("SSLError")), None
+        self._answered = True
+        if 200 <= status <= 299:
+            return None, data
+        return Failure(status, http_reason(status), retry_after=parse_retry_after(_header(headers, "Retry-After"))), data
+
+    def _window_end(self, started: float) -> float:
+        end = self.policy.window_end(started, self.deadline)
+        if not self._answered:
+            end = min(end, started + FIRST_CONTACT_BUDGET)
+        return end
+
+    def _timeout(self, timeout: float | None) -> tuple[float, float]:
+        if timeout is not None:
+            return (CONNECT_TIMEOUT, timeout)
+        read = READ_TIMEOUT
+        if self.deadline is not None:
+            read = min(read, max(5.0, self.deadline - self._clock()))
+        return (CONNECT_TIMEOUT, read)
+
+    def _open(self, call: _Call, timeout: Any) -> Any:
+        """Start one HTTP exchange through the kubernetes client (auth, TLS,
+        proxy, default headers); returns the urllib3 response, body unread.
+
+        Supports both generations of the generated client: the current one
+        (``param_serialize``; kubernetes >= 35) and the older ``call_api``.
+        """
+        client = self._api_client
+        headers = {"Accept": "application/json"}
+        if call.body is not None:
+            headers["Content-Type"] = call.content_type or "application/json"
+        if hasattr(client, "param_serialize"):
+            request = client.param_serialize(
+                call.method, call.path, query_params=call.params, header_params=headers, body=call.body, auth_settings=["BearerToken"]
+            )
+            return client.call_api(*request, _request_timeout=timeout).response
+        path = call.path + ("?" + urlencode(call.params) if call.params else "")
+        response = client.call_api(
+            path,
+            call.method,
+            header_params=headers,
+            body=call.body,
+            auth_settings=["BearerToken"],
+            _preload_content=False,
+            _return_http_data_only=False,
+            _request_timeout=timeout,
+        )
+        return response[0]
+
+    # -- watch ---------------------------------------------------------------
+    def watch(
+        self,
+        path: str,
+        *,
+        resource_version: str | None = None,
+        field_selector: str | None = None,
+        label_selector: str | None = None,
+        timeout: int = 60,
+        bookmarks: bool = False,
+    ) -> Iterator[dict]:
+        """Stream the watch events (``{"type", "object"}``) of a collection
+        until the server ends the watch after ``timeout`` seconds.
+
+        Opening the watch is retried like any read. A stream that breaks
+        midway raises :class:`ApiError` with status 0; an expired
+        resourceVersion arrives as an ``ERROR`` event (or a 410 answer).
+        :func:`watch.watch_until` resumes from both.
+        """
+        query = {
+            "watch": "true",
+            "resourceVersion": resource_version,
+            "fieldSelector": field_selector,
+            "labelSelector": label_selector,
+            "timeoutSeconds": timeout,
+            "allowWatchBookmarks": "true" if bookmarks else None,
+        }
+        call = _Call("GET", path, [(k, v) for k, v in query.items() if v is not None and v != ""], None, None)
+        response = self._open_watch(call, timeout)
+        finished = False
+        try:
+            buffer = b""
+            try:
+                for chunk in response.stream(4096, decode_content=True):
+                    buffer += chunk
+                    while b"\n" in buffer:
+                        line, buffer = buffer.split(b"\n", 1)
+                        if line.strip():
+                            yield json.loads(line)
+            except (*_TRANSPORT_ERRORS, ValueError) as exc:
+                raise ApiError(0, f"watch stream broken: {_transport_reason(exc)}", None, "GET", path) from None
+            finished = True
+        finally:
+            if not finished:
+                # Unread data must not go back into the pool with the connection.
+                response.close()
+            response.release_conn()
+
+    def _open_watch(self, call: _Call, timeout: int) -> Any:
+        attempts = _Attempts(self, call, repeatable=True)
+        while True:
+            attempts.start()
+            try:
+                response = self._open(call, (CONNECT_TIMEOUT, timeout + WATCH_SLACK))
+            except _TRANSPORT_ERRORS as exc:
+                failure, data = Failure(0, _transport_reason(exc), sent=not isinstance(exc, ConnectTimeoutError)), None
+            except ApiException as exc:
+                headers = getattr(exc, "headers", None)
+                failure, data = Failure(exc.status or 0, str(exc.reason or ""), retry_after=parse_retry_after(_header(headers, "Retry-After"))), exc.body
+            else:
+                if 200 <= response.status <= 299:
+                    self._answered = True
+                    return response
+                data = response.data
+                response.release_conn()
+                failure = Failure(response.status, http_reason(response.status), retry_after=parse_retry_after(_header(response.headers, "Retry-After")))
+            attempts.failed(failure, data)
+
+    # -- conveniences ----------------------------------------------------------
+    def get(self, path: str, **query: Any) -> dict | None:
+        """GET an object; ``None`` when it does not exist."""
+        try:
+            return self.request("GET", path, query=query or None)
+        except ApiError as exc:
+            if exc.status == 404:
+                return None
+            raise
+
+    def list_with_version(self, path: str, label_selector: str | None = None, field_selector: str | None = None) -> tuple[list[dict], str | None]:
+        """LIST a collection, every page, and the list's resourceVersion (to watch
+        from); ``([], None)`` when the resource is not served. A continue token
+        that expires midway restarts the list."""
+        for _restart in range(3):
+            items: list[dict] = []
+            token = None
+            resource_version = None
+            while True:
+                query = {"labelSelector": label_selector, "fieldSelector": field_selector, "limit": 500, "continue": token}
+                try:
+                    result = self.request("GET", path, query=query)
+                except ApiError as exc:
+                    if exc.status == 404 and token is None:
+                        return [], None
+                    if exc.status == 410 and token is not None:
+                        break  # the snapshot expired: list again from the start
+                    raise
+                items.extend(result.get("items") or [])
+                meta = result.get("metadata") or {}
+                resource_version = resource_version or meta.get("resourceVersion")
+                token = meta.get("continue")
+                if not token:
+                    return items, resource_version
+        raise ApiError(410, "Gone", {"message": "the list kept expiring while it was read page by page"}, "GET", path)
+
+    def list(self, path: str, label_selector: str | None = None, field_selector: str | None = None) -> list[dict]:
+        """LIST a collection (all pages); ``[]`` when the resource is not served."""
+        return self.list_with_version(path, label_selector, field_selector)[0]
+
+    def create(self, path: str, body: dict, dry_run: bool = False, *, exists_ok: bool = False, retry: bool | None = None) -> dict:
+        """POST an object. With ``exists_ok`` a 409 AlreadyExists answer (someone,
+        or an earlier attempt of ours, created it) returns the existing object,
+        which makes the create safe to retry."""
+        query = {"dryRun": "All" if dry_run else None}
+        try:
+            return self.request("POST", path, query=query, body=body, retry=True if exists_ok else retry)
+        except ApiError as exc:
+            name = (body.get("metadata") or {}).get("name")
+            if exists_ok and exc.status == 409 and name:
+                existing = self.get(f"{path}/{name}")
+                if existing is not None:
+                    return existing
+            raise
+
+    def patch(self, path: str, body: Any, content_type: str = MERGE_PATCH, dry_run: bool = False, subresource_status: bool = False) -> dict:
+        if subresource_status:
+            path += "/status"
+        return self.request("PATCH", path, query={"dryRun": "All" if dry_run else None}, body=body, content_type=content_type)
+
+    def replace(self, path: str, body: dict, dry_run: bool = False) -> dict:
+        return self.request("PUT", path, query={"dryRun": "All" if dry_run else None}, body=body)
+
+    def delete(self, path: str, body: dict | None = None, dry_run: bool = False) -> bool:
+        """DELETE an object; ``False`` when it was already gone (404 is success).
+
+        A 404 after an attempt whose answer was lost is our own deletion: True.
+        """
+        if body is not None and dry_run:
+            # The server reads DeleteOptions from the body when there is one, ignoring the query.
+            body = {**body, "dryRun": ["All"]}
+        try:
+            self.request("DELETE", path, query={"dryRun": "All" if dry_run else None}, body=body)
+        except ApiError as exc:
+            if exc.status == 404:
+                return exc.after_ambiguous
+            raise
+        return True
+
+    def served_versions(self, group: str) -> list[str]:
+        """Versions of an API group the server serves, preferred first; ``[]`` if none (cached)."""
+        return self.discovery.served_versions(group)
+
+
+def _header(headers: Any, name: str) -> str | None:
+    if not headers:
+        return None
+    try:
+        return headers.get(name)
+    except AttributeError:
+        return None
+
+
+def _transport_reason(exc: BaseException) -> str:
+    """A short, readable reason for a failure without an HTTP answer."""
+    reason = getattr(exc, "reason", None)
+    if isinstance(reason, BaseException):
+        exc = reason
+    text = str(exc)
+    if isinstance(exc, ConnectTimeoutError) and "refused" in text.lower():
+        return "connection refused"
+    for marker, label in (("RemoteDisconnected", "connection closed by the server"), ("reset", "connection reset"), ("timed out", "timed out")):
+        if marker in text:
+            return f"{label} ({type(exc).__name__})"
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def _retry_label(failure: Failure) -> str:
+    if failure.status:
+        return f"{failure.status} {failure.reason}".strip()
+    return failure.reason.split(" (", 1)[0]
+
+
+# ---------------------------------------------------------------------------
+# Building a KubeApi
+
+
+def _from_factory(factory: Callable[[], Any], *, policy: RetryPolicy | None = None, user_agent: str = USER_AGENT) -> KubeApi:
+    """Build a KubeApi from kubernetes.core's client factory.
+
+    The factory reads every connection option and ``K8S_AUTH_*`` variable,
+    builds the Configuration (proxy, no_proxy, CA, client certificates, token
+    refresh hooks) and sets the impersonation headers on its ApiClient. The
+    transport keeps all of it: it sends through an ApiClient of the same
+    Configuration carrying the same default headers, with a larger connection
+    pool and without urllib3's own retries (the policy here decides).
+    The factory's discovery requests are retried like any other read.
+    """
+    policy = policy or RetryPolicy()
+    started = time.monotonic()
+    attempt = 0
+    while True:
+        try:
+            k8s_client = factory()
+            break
+        except (ApiException, *_TRANSPORT_ERRORS) as exc:
+            status = getattr(exc, "status", 0) or 0
+            failure = Failure(status, str(getattr(exc, "reason", "") or exc).splitlines()[0], sent=False)
+            if status and not policy.retryable(failure, idempotent=True):
+                raise ApiError(status, http_reason(status), _json_body(getattr(exc, "body", None)), "GET", "/version") from None
+            wait = policy.delay(attempt)
+            attempt += 1
+            if time.monotonic() + wait >= started + min(policy.budget, FIRST_CONTACT_BUDGET * 3):
+                raise ApiError(status, failure.reason, _json_body(getattr(exc, "body", None)), "GET", "/version", attempts=attempt) from None
+            time.sleep(wait)
+    configuration = k8s_client.configuration
+    configuration.connection_pool_maxsize = max(POOL_SIZE, configuration.connection_pool_maxsize or 0)
+    configuration.retries = False
+    factory_client = k8s_client.client.client
+    api_client = kubernetes.client.ApiClient(configuration)
+    # Impersonate-User and every Impersonate-Group header (one dict key per group).
+    for name, value in factory_client.default_headers.items():
+        api_client.default_headers[name] = value
+    api_client.user_agent = user_agent
+    return KubeApi(api_client, policy=policy)
+
+
+def _json_body(data: Any) -> Any:
+    try:
+        return json.loads(data) if data else None
+    except (TypeError, ValueError):
+        return None
+
+
+def api_from_module(module: Any, **kwargs: Any) -> KubeApi:
+    """The transport for a module, from its kubernetes.core connection options."""
+    return _from_factory(lambda: get_api_client(module=module), **kwargs)
+
+
+def api_from_options(*, policy: RetryPolicy | None = None, user_agent: str = USER_AGENT, **options: Any) -> KubeApi:
+    """The transport from kubernetes.core connection options given as keywords
+    (``kubeconfig``, ``context``, ``host``, ``api_key``, ``validate_certs``,
+    ``impersonate_user``, ...); unset ones come from ``K8S_AUTH_*`` variables,
+    then the default kubeconfig or the in-cluster service account."""
+    options = {key: value for key, value in options.items() if value is not None}
+    return _from_factory(lambda: get_api_client(**options), policy=policy, user_agent=user_agent)
+
+
+def api_from_kubeconfig(path: str, context: str | None = None, **kwargs: Any) -> KubeApi:
+    """The transport from a kubeconfig file (tests, benchmarks, the demo, scripts)."""
+    return api_from_options(kubeconfig=path, context=context, **kwargs)

@@ -1,0 +1,69 @@
+# Copyright: lifecycle.machine contributors
+# Apache License 2.0 (see LICENSE)
+"""What the API server serves, asked once per run.
+
+Which versions of a group are served (preferred first) and which resources a
+group version has. Answers are cached for the life of the :class:`KubeApi`
+(one module run); long-lived users (the event source, the inventory) call
+:meth:`Discovery.invalidate` when they resync.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.paths import group_version_path
+
+
+class Discovery:
+    def __init__(self, api: Any):
+        self._api = api
+        self._lock = threading.Lock()
+        self._groups: dict[str, list[str]] = {}
+        self._resources: dict[str, list[dict]] = {}
+
+    def invalidate(self) -> None:
+        with self._lock:
+            self._groups.clear()
+            self._resources.clear()
+
+    def served_versions(self, group: str) -> list[str]:
+        """Versions of ``group`` the server serves, preferred first; ``[]`` if none."""
+        with self._lock:
+            if group in self._groups:
+                return list(self._groups[group])
+        info = self._api.get(f"/apis/{group}") if group else {"versions": [{"version": "v1"}], "preferredVersion": {"version": "v1"}}
+        versions = [v.get("version") for v in (info or {}).get("versions") or [] if v.get("version")]
+        preferred = ((info or {}).get("preferredVersion") or {}).get("version")
+        if preferred in versions:
+            versions.remove(preferred)
+            versions.insert(0, preferred)
+        with self._lock:
+            self._groups[group] = versions
+        return list(versions)
+
+    def resources(self, group_version: str) -> list[dict]:
+        """The resources (not subresources) of a group version; ``[]`` when it is not served."""
+        with self._lock:
+            if group_version in self._resources:
+                return self._resources[group_version]
+        listed = self._api.get(group_version_path(group_version)) or {}
+        resources = [r for r in listed.get("resources") or [] if "/" not in r.get("name", "/")]
+        with self._lock:
+            self._resources[group_version] = resources
+        return resources
+
+    def resource(self, group_version: str, *, kind: str | None = None, plural: str | None = None) -> dict | None:
+        """The discovery entry of a resource by kind or plural name; None when not served."""
+        for resource in self.resources(group_version):
+            if (kind is not None and resource.get("kind") == kind) or (plural is not None and resource.get("name") == plural):
+                return resource
+        return None
+
+    def preferred_version(self, group: str) -> str | None:
+        """``<group>/<preferred version>`` (``v1`` for the core group); None when the group is not served."""
+        versions = self.served_versions(group)
+        if not versions:
+            return None
+        return f"{group}/{versions[0]}" if group else versions[0]

@@ -1,0 +1,133 @@
+# Copyright: lifecycle.machine contributors
+# Apache License 2.0 (see LICENSE)
+"""Errors of the transport, and how an API path is named in messages."""
+
+from __future__ import annotations
+
+from typing import Any
+
+# Kinds of the resources the collection touches, for messages ("Pod ns/name").
+KINDS = {
+    "alives": "Alive",
+    "clusters": "Cluster",
+    "daemonsets": "DaemonSet",
+    "events": "Event",
+    "machinedrainrules": "MachineDrainRule",
+    "machines": "Machine",
+    "namespaces": "Namespace",
+    "nodes": "Node",
+    "persistentvolumeclaims": "PersistentVolumeClaim",
+    "persistentvolumes": "PersistentVolume",
+    "poddisruptionbudgets": "PodDisruptionBudget",
+    "pods": "Pod",
+    "volumeattachments": "VolumeAttachment",
+}
+
+_REASONS = {
+    400: "Bad Request",
+    401: "Unauthorized",
+    403: "Forbidden",
+    404: "Not Found",
+    405: "Method Not Allowed",
+    409: "Conflict",
+    410: "Gone",
+    422: "Unprocessable Entity",
+    429: "Too Many Requests",
+    500: "Internal Server Error",
+    502: "Bad Gateway",
+    503: "Service Unavailable",
+    504: "Gateway Timeout",
+}
+
+
+def http_reason(status: int) -> str:
+    return _REASONS.get(status, "")
+
+
+def describe_path(path: str) -> str:
+    """What an API path names, for people: ``Pod ns/web-1``, ``eviction of Pod ns/web-1``,
+    ``Pods in ns``, ``Nodes``, ``API group cluster.x-k8s.io``; the path itself otherwise."""
+    parts = [part for part in path.split("?", 1)[0].split("/") if part]
+    if parts[:2] == ["api", "v1"]:
+        rest = parts[2:]
+    elif parts[:1] == ["apis"] and len(parts) >= 3:
+        rest = parts[3:]
+    elif parts[:1] == ["apis"] and len(parts) == 2:
+        return f"API group {parts[1]}"
+    else:
+        return path
+    if not rest:
+        return f"API {'/'.join(parts[1:3]) if parts[0] == 'apis' else 'v1'}"
+    namespace = None
+    if rest[0] == "namespaces" and len(rest) >= 3:
+        namespace, rest = rest[1], rest[2:]
+    plural, name, subresource = rest[0], (rest[1] if len(rest) > 1 else None), ("/".join(rest[2:]) or None)
+    kind = KINDS.get(plural, plural)
+    if name is None:
+        collection = kind + "s" if plural in KINDS else plural
+        return f"{collection} in {namespace}" if namespace else collection
+    what = f"{kind} {namespace}/{name}" if namespace else f"{kind} {name}"
+    return f"{subresource} of {what}" if subresource else what
+
+
+class ApiError(Exception):
+    """The API server refused a request (``status`` is its HTTP status), or no
+    answer came at all (``status`` 0: connection refused, reset or timed out).
+
+    ``attempts`` counts the requests sent; ``after_ambiguous`` is set when an
+    earlier attempt may have been applied by the server although its answer
+    was lost, so that a 404 after a DELETE or a 409 after a guarded update may
+    be the effect of our own write.
+    """
+
+    def __init__(
+        self,
+        status: int,
+        reason: str,
+        body: Any = None,
+        method: str = "",
+        path: str = "",
+        *,
+        retry_after: float | None = None,
+        attempts: int = 1,
+        after_ambiguous: bool = False,
+        elapsed: float = 0.0,
+    ):
+        self.status = status
+        self.reason = reason
+        self.body = body if isinstance(body, dict) else {}
+        self.method = method
+        self.path = path
+        self.retry_after = retry_after
+        self.attempts = attempts
+        self.after_ambiguous = after_ambiguous
+        self.elapsed = elapsed
+        super().__init__(self.describe())
+
+    @property
+    def message(self) -> str:
+        """The server's own message when it sent a Status object, else the HTTP reason."""
+        return self.body.get("message") or self.reason or (f"HTTP {self.status}" if self.status else "no answer")
+
+    @property
+    def causes(self) -> list[dict]:
+        return (self.body.get("details") or {}).get("causes") or []
+
+    @property
+    def what(self) -> str:
+        return describe_path(self.path)
+
+    @property
+    def status_text(self) -> str:
+        return f"{self.status} {self.message}" if self.status else self.message
+
+    def describe(self) -> str:
+        """``GET Machine ns/m1: 503 etcdserver: request timed out (gave up after 5 attempts in 30.1 s)``."""
+        text = f"{self.method} {self.what}: {self.status_text}" if self.method else self.status_text
+        if self.attempts > 1:
+            text += f" (gave up after {self.attempts} attempts in {self.elapsed:.1f} s)"
+        return text
+
+
+class Cancelled(Exception):
+    """The run was cancelled (SIGINT / SIGTERM): no further request is sent."""
