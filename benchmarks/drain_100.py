@@ -29,7 +29,7 @@ import cluster as cluster_tool
 
 sys.path.insert(0, str(cluster_tool.collections_root()))
 
-from ansible_collections.lifecycle.machine.plugins.module_utils._api import KubeApi, api_from_kubeconfig
+from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.client import KubeApi, api_from_kubeconfig
 
 # (name, replicas, grace period seconds, order, PodDisruptionBudget spec)
 BATCHES = [

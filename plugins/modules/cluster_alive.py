@@ -208,116 +208,9 @@ diff:
   type: dict
 """
 
-import time
-
-from ansible_collections.lifecycle.machine.plugins.module_utils import _alive_api as alive_api
-from ansible_collections.lifecycle.machine.plugins.module_utils._alive import (
-    alive_argument_spec,
-    alive_summary,
-    describe_finalizers,
-    diff_view,
-    released,
-    timeout_message,
-)
-from ansible_collections.lifecycle.machine.plugins.module_utils._api import ApiError
-from ansible_collections.lifecycle.machine.plugins.module_utils._common import MachineError, new_module, run
-
-
-def _summary(ref, obj):
-    return alive_summary(obj, name=ref.name, namespace=ref.namespace, api_version=ref.api_version)
-
-
-def _result(ref, before, after, *, changed, deleted=False, timed_out=False, released_names=(), waited=0.0, namespace_created=False):
-    result = {
-        "changed": changed,
-        "alive": after,
-        "finalizers": after["finalizers"],
-        "deleted": deleted,
-        "timed_out": timed_out,
-        "released": list(released_names),
-        "waited": round(waited, 1),
-        "namespace_created": namespace_created,
-    }
-    if changed:
-        result["diff"] = {"before": diff_view(before), "after": diff_view(after)}
-    return result
-
-
-def ensure_present(api, ref, params, check_mode):
-    current = alive_api.get(api, ref)
-    if current is not None:
-        summary = _summary(ref, current)
-        if summary["deleting"]:
-            raise MachineError(
-                f"Alive {ref.label} is being deleted (since {summary['deletion_timestamp']}) and waits for finalizers "
-                f"{describe_finalizers(summary['finalizers']) or '(none left)'}; it can be created again only once it is gone",
-                alive=summary,
-            )
-        return _result(ref, summary, summary, changed=False)
-    namespace_created = False
-    if ref.namespace and not alive_api.namespace_exists(api, ref.namespace):
-        if not params["create_namespace"]:
-            raise MachineError(f"Namespace {ref.namespace} not found: create it, or set create_namespace=true; Alive {ref.label} was not created")
-        alive_api.create_namespace(api, ref.namespace, dry_run=check_mode)
-        namespace_created = True
-    if check_mode and namespace_created:
-        # A dry-run create in a namespace that does not exist yet would be refused; predict it.
-        created = {"metadata": {"name": ref.name, "namespace": ref.namespace}}
-    else:
-        try:
-            created = alive_api.create(api, ref, dry_run=check_mode)
-        except ApiError as exc:
-            if exc.status != 409:
-                raise
-            # Created by someone else since it was read: present, and not by us.
-            summary = _summary(ref, alive_api.get(api, ref))
-            return _result(ref, summary, summary, changed=False, namespace_created=namespace_created)
-    return _result(ref, _summary(ref, None), _summary(ref, created), changed=True, namespace_created=namespace_created)
-
-
-def ensure_absent(api, ref, params, check_mode, warn):
-    current = alive_api.get(api, ref)
-    before = _summary(ref, current)
-    changed = False
-    if current is not None and not before["deleting"]:
-        changed = alive_api.delete(api, ref, before["uid"], dry_run=check_mode)
-    if check_mode:
-        # Nothing was deleted, so nothing is waited for; report who would have to release it.
-        result = _result(ref, before, before, changed=changed, deleted=current is None)
-        if changed:
-            predicted = {**diff_view(before), "deletion_timestamp": "(set by the deletion)"} if before["finalizers"] else {}
-            result["diff"]["after"] = predicted
-        return result
-    after_delete = alive_api.get(api, ref) if current is not None else None
-    started = time.monotonic()
-    final, gone = after_delete, after_delete is None
-    if params["wait"] and not gone:
-        final, gone = alive_api.wait(api, ref, lambda obj: obj is None, started + params["wait_timeout"], after_delete)
-    after = _summary(ref, final)
-    result = _result(
-        ref,
-        before,
-        after,
-        changed=changed,
-        deleted=gone,
-        timed_out=params["wait"] and not gone,
-        released_names=released(before["finalizers"], after["finalizers"]),
-        waited=time.monotonic() - started,
-    )
-    if result["timed_out"]:
-        proceed = params["on_timeout"] == "proceed"
-        message = timeout_message(ref.label, params["wait_timeout"], after["finalizers"], proceed)
-        if not proceed:
-            raise MachineError(message, **result)
-        warn(message)
-    return result
-
-
-def manage_alive(api, params, check_mode, warn):
-    ref = alive_api.resolve(api, params["api_version"], params["name"], params["namespace"])
-    if params["state"] == "present":
-        return ensure_present(api, ref, params, check_mode)
-    return ensure_absent(api, ref, params, check_mode, warn)
+from ansible_collections.lifecycle.machine.plugins.module_utils._alive.logic import AliveRequest, alive_argument_spec
+from ansible_collections.lifecycle.machine.plugins.module_utils._alive.run import manage_alive
+from ansible_collections.lifecycle.machine.plugins.module_utils._module import new_module, run
 
 
 def main():
@@ -332,7 +225,8 @@ def main():
     module = new_module(argument_spec, supports_check_mode=True)
     if module.params["wait_timeout"] < 0:
         module.fail_json(msg=f"wait_timeout must be 0 or more seconds, got {module.params['wait_timeout']}")
-    run(module, lambda api: manage_alive(api, module.params, module.check_mode, module.warn))
+    request = AliveRequest.from_params(module.params)
+    run(module, lambda api: manage_alive(api, request, module.check_mode, module.warn))
 
 
 if __name__ == "__main__":

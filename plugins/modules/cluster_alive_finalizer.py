@@ -115,29 +115,9 @@ diff:
   type: dict
 """
 
-from ansible_collections.lifecycle.machine.plugins.module_utils import _alive_api as alive_api
-from ansible_collections.lifecycle.machine.plugins.module_utils._alive import alive_argument_spec, alive_summary, diff_view, finalizer_errors
-from ansible_collections.lifecycle.machine.plugins.module_utils._common import MachineError, new_module, run
-
-
-def _summary(ref, obj):
-    meta = (obj or {}).get("metadata") or {}
-    if meta.get("deletionTimestamp") and not meta.get("finalizers"):
-        obj = None  # the last finalizer of an object being deleted is gone, and so is the object
-    return alive_summary(obj, name=ref.name, namespace=ref.namespace, api_version=ref.api_version)
-
-
-def manage_finalizer(api, params, check_mode):
-    finalizer, present = params["finalizer"], params["state"] == "present"
-    errors = finalizer_errors(finalizer) if present else []  # any finalizer already there may be released
-    if errors:
-        raise MachineError(f"Invalid finalizer {finalizer}: {'; '.join(errors)}")
-    ref = alive_api.resolve(api, params["api_version"], params["name"], params["namespace"])
-    before, after, changed = alive_api.set_finalizer(api, ref, finalizer, present, dry_run=check_mode)
-    result = {"changed": changed, "operation": ("added" if present else "removed") if changed else "none", "alive": _summary(ref, after)}
-    if changed:
-        result["diff"] = {"before": diff_view(_summary(ref, before)), "after": diff_view(result["alive"])}
-    return result
+from ansible_collections.lifecycle.machine.plugins.module_utils._alive.logic import AliveRequest, alive_argument_spec
+from ansible_collections.lifecycle.machine.plugins.module_utils._alive.run import manage_finalizer
+from ansible_collections.lifecycle.machine.plugins.module_utils._module import new_module, run
 
 
 def main():
@@ -147,7 +127,8 @@ def main():
         state={"type": "str", "choices": ["present", "absent"], "default": "present"},
     )
     module = new_module(argument_spec, supports_check_mode=True)
-    run(module, lambda api: manage_finalizer(api, module.params, module.check_mode))
+    request = AliveRequest.from_params(module.params)
+    run(module, lambda api: manage_finalizer(api, request, module.check_mode))
 
 
 if __name__ == "__main__":

@@ -108,20 +108,15 @@ alive:
           sample: lb-cleanup
 """
 
-from ansible_collections.lifecycle.machine.plugins.module_utils import _alive_api as alive_api
-from ansible_collections.lifecycle.machine.plugins.module_utils._alive import alive_argument_spec, alive_summary
-from ansible_collections.lifecycle.machine.plugins.module_utils._common import new_module, run
-
-
-def read_alive(api, params):
-    ref = alive_api.resolve(api, params["api_version"], params["name"], params["namespace"])
-    summary = alive_summary(alive_api.get(api, ref), name=ref.name, namespace=ref.namespace, api_version=ref.api_version)
-    return {"changed": False, "alive": summary}
+from ansible_collections.lifecycle.machine.plugins.module_utils._alive.logic import AliveRequest, alive_argument_spec
+from ansible_collections.lifecycle.machine.plugins.module_utils._alive.run import read_alive
+from ansible_collections.lifecycle.machine.plugins.module_utils._module import new_module, run
 
 
 def main():
     module = new_module(alive_argument_spec(), supports_check_mode=True)
-    run(module, lambda api: read_alive(api, module.params))
+    request = AliveRequest.from_params(module.params)
+    run(module, lambda api: read_alive(api, request))
 
 
 if __name__ == "__main__":

@@ -208,103 +208,9 @@ diff:
   type: dict
 """
 
-from ansible_collections.lifecycle.machine.plugins.module_utils._common import MachineError, machine_argument_spec, new_module, now, run
-from ansible_collections.lifecycle.machine.plugins.module_utils._conditions import hook_condition_type
-from ansible_collections.lifecycle.machine.plugins.module_utils._flavour import flavour_for, machine_label
-from ansible_collections.lifecycle.machine.plugins.module_utils._machines import emit_event, select_machines, update_with_retry
-
-
-def desired_condition(params):
-    """The condition to set (None for state=absent), from the module's options."""
-    if params["state"] == "absent":
-        return None
-    condition = {"type": params["condition_type"], "status": params["status"], "reason": params["reason"] or "", "message": params["msg"] or ""}
-    if params["status"] != "True":
-        condition["severity"] = params["severity"] or ("Warning" if params["status"] == "False" else "")
-    return condition
-
-
-def desired_event(params):
-    event = params["event"]
-    if event is None:
-        return None
-    result = {
-        "type": event["type"] or ("Warning" if params["status"] == "False" and params["state"] == "present" else "Normal"),
-        "reason": event["reason"] or (params["reason"] if params["state"] == "present" else None),
-        "message": event["msg"] if event["msg"] is not None else (params["msg"] if params["state"] == "present" else None),
-    }
-    if not result["reason"] or result["message"] is None:
-        raise MachineError("event.reason and event.msg are required to record an Event when removing a condition")
-    return result
-
-
-def _refusals(machine, params):
-    flavour = flavour_for(machine)
-    if params["state"] == "absent":
-        return flavour.condition_errors(params["condition_type"])
-    return flavour.condition_errors(params["condition_type"], params["reason"] or "", params["msg"] or "")
-
-
-def _patch_builder(flavour, condition_type, condition, seen):
-    """build(current Machine) -> status patch or None, for update_with_retry; notes the condition it found in ``seen``."""
-
-    def build(current):
-        seen["before"] = flavour.custom_condition(current, condition_type)
-        if condition is None:
-            return flavour.remove_condition_patch(current, condition_type)
-        return flavour.set_condition_patch(current, condition, now())
-
-    return build
-
-
-def manage_condition(api, params, check_mode):
-    params = dict(params)
-    hook = params.get("hook")
-    params["condition_type"] = hook_condition_type(hook["point"], hook["name"]) if hook else params["type"]
-    if params["state"] == "present" and not params["reason"]:
-        raise MachineError(f"reason is required to set condition {params['condition_type']}")
-    condition = desired_condition(params)
-    event = desired_event(params)
-    machines = select_machines(
-        api, namespace=params["namespace"], name=params["machine"], label_selectors=params["label_selectors"], api_version=params["api_version"]
-    )
-    verb = "set" if condition else "remove"
-    # Validate every Machine before writing any, so bad input leaves nothing half-done.
-    for machine in machines:
-        errors = _refusals(machine, params)
-        if errors:
-            raise MachineError(f"Cannot {verb} condition {params['condition_type']} on Machine {machine_label(machine)}: {'; '.join(errors)}")
-
-    results, before, after = [], {}, {}
-    for machine in machines:
-        flavour = flavour_for(machine)
-        seen = {}
-        build = _patch_builder(flavour, params["condition_type"], condition, seen)
-        updated, patch = update_with_retry(api, machine, build, status=True, dry_run=check_mode)
-        stored = flavour.custom_condition(updated, params["condition_type"])
-        recorded = None
-        if event is not None:
-            created = emit_event(api, updated, event["type"], event["reason"], event["message"], dry_run=check_mode)
-            recorded = {**event, "message": event["message"][:1024], "name": created["metadata"]["name"] if created else None}
-        key = machine_label(updated)
-        if patch is not None:
-            before[key], after[key] = seen["before"], stored
-        results.append(
-            {
-                "name": updated["metadata"]["name"],
-                "namespace": updated["metadata"].get("namespace"),
-                "api_version": updated["apiVersion"],
-                "flavour": flavour.name,
-                "action": "none" if patch is None else ("set" if condition else "removed"),
-                "changed": patch is not None or recorded is not None,
-                "condition": stored,
-                "event": recorded,
-            }
-        )
-    result = {"changed": any(r["changed"] for r in results), "condition_type": params["condition_type"], "machines": results}
-    if before:
-        result["diff"] = {"before": before, "after": after}
-    return result
+from ansible_collections.lifecycle.machine.plugins.module_utils._condition.logic import ConditionRequest
+from ansible_collections.lifecycle.machine.plugins.module_utils._condition.run import manage_condition
+from ansible_collections.lifecycle.machine.plugins.module_utils._module import machine_argument_spec, new_module, run
 
 
 def main():
@@ -339,7 +245,8 @@ def main():
         required_one_of=[("machine", "label_selectors"), ("type", "hook")],
         required_if=[("state", "present", ["reason"])],
     )
-    run(module, lambda api: manage_condition(api, module.params, module.check_mode))
+    request = ConditionRequest.from_params(module.params, module.check_mode)
+    run(module, lambda api: manage_condition(api, request))
 
 
 if __name__ == "__main__":

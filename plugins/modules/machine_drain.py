@@ -396,8 +396,8 @@ diff:
   type: dict
 """
 
-from ansible_collections.lifecycle.machine.plugins.module_utils._common import new_module, run
-from ansible_collections.lifecycle.machine.plugins.module_utils._machine_drain import DrainRequest, run_drain
+from ansible_collections.lifecycle.machine.plugins.module_utils._drain.run import DrainRequest, run_drain
+from ansible_collections.lifecycle.machine.plugins.module_utils._module import new_module, run
 
 
 def main():

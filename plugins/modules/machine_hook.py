@@ -157,114 +157,9 @@ diff:
   type: dict
 """
 
-from ansible_collections.lifecycle.machine.plugins.module_utils._common import MachineError, machine_argument_spec, new_module, run
-from ansible_collections.lifecycle.machine.plugins.module_utils._flavour import OPENSHIFT, flavour_for, hooks_summary, is_deleting, machine_label
-from ansible_collections.lifecycle.machine.plugins.module_utils._machines import select_machines, update_with_retry
-
-
-def _action(current, point, name, owner, state):
-    flavour = flavour_for(current)
-    existing = flavour.find_hook(current, point, name)
-    if state == "absent":
-        return "removed" if existing else "none"
-    if existing is None:
-        return "added"
-    return "none" if existing.owner == owner else "reowned"
-
-
-def _refusals(machine, point, name, owner, state):
-    """Reasons this hook may not be written to this Machine (bad input)."""
-    flavour = flavour_for(machine)
-    errors = flavour.hook_errors(point, name, owner if state == "present" else None)
-    if errors or state == "absent":
-        return errors
-    immutable = {"preDrain": "pre-drain", "preTerminate": "pre-terminate"}
-    if flavour.name == OPENSHIFT and point in immutable and is_deleting(machine) and _action(machine, point, name, owner, state) != "none":
-        # The text of the OpenShift admission webhook that enforces this rule.
-        errors.append(
-            f"{immutable[point]} hooks are immutable when machine is marked for deletion: "
-            f"the following hooks are new or changed: [{{Name:{name} Owner:{owner}}}]"
-        )
-    return errors
-
-
-def _stored(flavour, machine, hook):
-    point, name, owner, state = hook
-    found = flavour.find_hook(machine, point, name)
-    return found is not None and found.owner == owner if state == "present" else found is None
-
-
-class HookChange:
-    """Builds the patch for one hook from the freshest Machine, remembering
-    what it found (the action and the hooks before)."""
-
-    def __init__(self, flavour, hook):
-        self.flavour = flavour
-        self.hook = hook
-        self.action = "none"
-        self.before = {}
-
-    def patch(self, current):
-        point, name, owner, state = self.hook
-        errors = _refusals(current, point, name, owner, state)
-        if errors:  # the Machine changed under us (for example, it is now being deleted)
-            verb = "add" if state == "present" else "remove"
-            raise MachineError(f"Cannot {verb} {point} hook {name} on Machine {machine_label(current)}: {'; '.join(errors)}")
-        self.action = _action(current, point, name, owner, state)
-        self.before = hooks_summary(self.flavour.hooks(current))
-        if self.action == "none":
-            return None
-        return self.flavour.hook_patch(current, point, name, owner if state == "present" else None)
-
-
-def manage_hook(api, params, check_mode):
-    point, name, owner, state = params["point"], params["name"], params["owner"], params["state"]
-    if state == "present" and not owner:
-        raise MachineError(f"owner is required to add hook {name}")
-    machines = select_machines(
-        api, namespace=params["namespace"], name=params["machine"], label_selectors=params["label_selectors"], api_version=params["api_version"]
-    )
-    # Validate every Machine before writing any, so bad input leaves nothing half-done.
-    verb = "add" if state == "present" else "remove"
-    for machine in machines:
-        errors = _refusals(machine, point, name, owner, state)
-        if errors:
-            raise MachineError(f"Cannot {verb} {point} hook {name} on Machine {machine_label(machine)}: {'; '.join(errors)}")
-
-    results, before, after = [], {}, {}
-    for machine in machines:
-        flavour = flavour_for(machine)
-        change = HookChange(flavour, (point, name, owner, state))
-        # A schema without the field prunes an OpenShift hook silently, and even
-        # that no-op write would touch the Machine: try it as a dry run first.
-        rehearse = flavour.name == OPENSHIFT and state == "present" and not check_mode
-        for dry_run in (True, False) if rehearse else (check_mode,):
-            updated, patch = update_with_retry(api, machine, change.patch, dry_run=dry_run)
-            if patch is not None and not _stored(flavour, updated, (point, name, owner, state)):
-                raise MachineError(
-                    f"The API server dropped {point} hook {name} on Machine {machine_label(machine)}: the Machine schema of this cluster "
-                    f"has no spec.lifecycleHooks.{point}; nothing was changed"
-                )
-        key = machine_label(updated)
-        hooks = hooks_summary(flavour.hooks(updated))
-        changed = patch is not None
-        if changed:
-            before[key], after[key] = change.before, hooks
-        results.append(
-            {
-                "name": updated["metadata"]["name"],
-                "namespace": updated["metadata"].get("namespace"),
-                "api_version": updated["apiVersion"],
-                "flavour": flavour.name,
-                "action": change.action,
-                "changed": changed,
-                "hooks": hooks,
-            }
-        )
-    result = {"changed": any(r["changed"] for r in results), "machines": results}
-    if before:
-        result["diff"] = {"before": before, "after": after}
-    return result
+from ansible_collections.lifecycle.machine.plugins.module_utils._hook.logic import HookRequest
+from ansible_collections.lifecycle.machine.plugins.module_utils._hook.run import manage_hook
+from ansible_collections.lifecycle.machine.plugins.module_utils._module import machine_argument_spec, new_module, run
 
 
 def main():
@@ -282,7 +177,8 @@ def main():
         required_one_of=[("machine", "label_selectors")],
         required_if=[("state", "present", ["owner"])],
     )
-    run(module, lambda api: manage_hook(api, module.params, module.check_mode))
+    request = HookRequest.from_params(module.params, module.check_mode)
+    run(module, lambda api: manage_hook(api, request))
 
 
 if __name__ == "__main__":

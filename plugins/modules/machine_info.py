@@ -167,100 +167,21 @@ waited:
   type: float
 """
 
-import time
-
-from ansible_collections.lifecycle.machine.plugins.module_utils._common import MachineError, machine_argument_spec, new_module, run
-from ansible_collections.lifecycle.machine.plugins.module_utils._flavour import flavour_for, hooks_summary, is_deleting, machine_label
-from ansible_collections.lifecycle.machine.plugins.module_utils._machines import get_machine, select_machines, wait_for_machine
-
-
-def describe(machine, fallback=None):
-    """The module's view of one Machine (``machine`` None: it is gone)."""
-    if machine is None:
-        meta = fallback["metadata"]
-        return {"name": meta["name"], "namespace": meta.get("namespace"), "api_version": fallback["apiVersion"], "exists": False}
-    flavour = flavour_for(machine)
-    meta = machine["metadata"]
-    infrastructure, bootstrap = flavour.infrastructure_ref(machine), flavour.bootstrap_ref(machine)
-    return {
-        "name": meta["name"],
-        "namespace": meta.get("namespace"),
-        "api_version": machine["apiVersion"],
-        "flavour": flavour.name,
-        "exists": True,
-        "phase": (machine.get("status") or {}).get("phase"),
-        "deleting": is_deleting(machine),
-        "deletion_timestamp": meta.get("deletionTimestamp"),
-        "finalizers": meta.get("finalizers") or [],
-        "node_name": flavour.node_name(machine),
-        "cluster_name": flavour.cluster_name(machine),
-        "hooks": hooks_summary(flavour.hooks(machine)),
-        "gates": flavour.gates(machine),
-        "conditions": flavour.all_conditions(machine),
-        "infrastructure_ref": infrastructure.as_dict() if infrastructure else None,
-        "bootstrap_ref": bootstrap.as_dict() if bootstrap else None,
-        "labels": meta.get("labels") or {},
-        "annotations": meta.get("annotations") or {},
-    }
-
-
-def reached(state):
-    """A predicate on a Machine (None: gone) for a ``wait_for`` state."""
-
-    def check(machine):
-        if machine is None:
-            return True
-        if state == "deleted":
-            return False
-        if state == "deleting":
-            return is_deleting(machine)
-        return flavour_for(machine).gates(machine)[state]
-
-    return check
-
-
-def read_machines(api, params):
-    if params["machine"]:
-        # Like other info modules, a Machine that does not exist is not an error:
-        # it is reported as absent, and it has passed every gate a wait could ask for.
-        if not params["namespace"]:
-            raise MachineError(f"namespace is required to find Machine {params['machine']}")
-        machine = get_machine(api, params["namespace"], params["machine"], params["api_version"])
-        if machine is None:
-            gone = {"name": params["machine"], "namespace": params["namespace"], "api_version": params["api_version"], "exists": False}
-            return {"changed": False, "machines": [gone] if params["wait"] else [], **({"waited": 0.0} if params["wait"] else {})}
-        machines = [machine]
-    else:
-        machines = select_machines(api, namespace=params["namespace"], label_selectors=params["label_selectors"], api_version=params["api_version"])
-    if not params["wait"]:
-        return {"changed": False, "machines": [describe(m) for m in machines]}
-    started = time.monotonic()
-    deadline = started + params["wait_timeout"]
-    results, pending = [], []
-    for machine in machines:
-        current, ok = wait_for_machine(api, machine, reached(params["wait_for"]), deadline)
-        results.append(describe(current, machine))
-        if not ok:
-            pending.append(machine_label(machine))
-    waited = round(time.monotonic() - started, 1)
-    if pending:
-        raise MachineError(
-            f"Timed out after {params['wait_timeout']} s waiting for Machine {', '.join(pending)} to be {params['wait_for']}",
-            machines=results,
-            waited=waited,
-        )
-    return {"changed": False, "machines": results, "waited": waited}
+from ansible_collections.lifecycle.machine.plugins.module_utils._info.logic import WAIT_STATES, InfoRequest
+from ansible_collections.lifecycle.machine.plugins.module_utils._info.run import read_machines
+from ansible_collections.lifecycle.machine.plugins.module_utils._module import machine_argument_spec, new_module, run
 
 
 def main():
     argument_spec = machine_argument_spec()
     argument_spec.update(
         wait={"type": "bool", "default": False},
-        wait_for={"type": "str", "default": "deleted", "choices": ["drainable", "drained", "terminable", "creatable", "deleting", "deleted"]},
+        wait_for={"type": "str", "default": "deleted", "choices": list(WAIT_STATES)},
         wait_timeout={"type": "int", "default": 120},
     )
     module = new_module(argument_spec, supports_check_mode=True, mutually_exclusive=[("machine", "label_selectors")])
-    run(module, lambda api: read_machines(api, module.params))
+    request = InfoRequest.from_params(module.params)
+    run(module, lambda api: read_machines(api, request))
 
 
 if __name__ == "__main__":

@@ -87,64 +87,9 @@ machines:
       type: str
 """
 
-from ansible_collections.lifecycle.machine.plugins.module_utils._common import machine_argument_spec, new_module, run
-from ansible_collections.lifecycle.machine.plugins.module_utils._flavour import flavour_for, is_deleting
-from ansible_collections.lifecycle.machine.plugins.module_utils._machines import get_machine, machine_path, select_machines, update_with_retry
-
-
-def _with_finalizer(flavour):
-    def build(current):
-        finalizers = list(current["metadata"].get("finalizers") or [])
-        if flavour.finalizer in finalizers or is_deleting(current):
-            return None
-        return {"metadata": {"resourceVersion": current["metadata"]["resourceVersion"], "finalizers": [*finalizers, flavour.finalizer]}}
-
-    return build
-
-
-def _state(machine, flavour):
-    meta = machine["metadata"]
-    return {"deleting": is_deleting(machine), "finalizers": list(meta.get("finalizers") or []), "held": flavour.finalizer in (meta.get("finalizers") or [])}
-
-
-def mark(api, machine, check_mode):
-    flavour = flavour_for(machine)
-    entry = {"name": machine["metadata"]["name"], "namespace": machine["metadata"]["namespace"], "api_version": machine["apiVersion"], "flavour": flavour.name}
-    before = _state(machine, flavour)
-    if before["deleting"]:
-        return {**entry, "action": "already_deleting", "finalizer_added": False, "held": before["held"], "changed": False}, None
-    updated, patch = update_with_retry(api, machine, _with_finalizer(flavour), dry_run=check_mode)
-    body = {"apiVersion": "v1", "kind": "DeleteOptions", "preconditions": {"uid": machine["metadata"]["uid"]}}
-    deleted = api.delete(machine_path(machine), body=body, dry_run=check_mode)
-    if not deleted:
-        return {**entry, "action": "absent", "finalizer_added": False, "held": False, "changed": patch is not None}, None
-    after = {"deleting": True, "finalizers": list(updated["metadata"].get("finalizers") or []), "held": True}
-    current = api.get(machine_path(machine)) or {}
-    timestamp = (current.get("metadata") or {}).get("deletionTimestamp")
-    result = {**entry, "action": "marked", "finalizer_added": patch is not None, "held": True, "changed": True, "deletion_timestamp": timestamp}
-    return result, (before, after)
-
-
-def mark_for_deletion(api, params, check_mode):
-    if params["machine"] and params["namespace"] and get_machine(api, params["namespace"], params["machine"], params["api_version"]) is None:
-        # Already gone: deleting it again is done (a re-run after the Machine went).
-        absent = {"name": params["machine"], "namespace": params["namespace"], "api_version": params["api_version"], "action": "absent"}
-        return {"changed": False, "machines": [{**absent, "finalizer_added": False, "held": False}]}
-    machines = select_machines(
-        api, namespace=params["namespace"], name=params["machine"], label_selectors=params["label_selectors"], api_version=params["api_version"]
-    )
-    results, before, after = [], {}, {}
-    for machine in machines:
-        entry, diff = mark(api, machine, check_mode)
-        results.append(entry)
-        if diff:
-            key = f"{entry['namespace']}/{entry['name']}"
-            before[key], after[key] = diff
-    changes = [r.pop("changed") for r in results]
-    result = {"changed": any(changes), "machines": results}
-    if before:
-        result["diff"] = {"before": before, "after": after}
-    return result
+from ansible_collections.lifecycle.machine.plugins.module_utils._machine.selection import MachineSelection
+from ansible_collections.lifecycle.machine.plugins.module_utils._mark.run import mark_for_deletion
+from ansible_collections.lifecycle.machine.plugins.module_utils._module import machine_argument_spec, new_module, run
 
 
 def main():
@@ -154,7 +99,8 @@ def main():
         mutually_exclusive=[("machine", "label_selectors")],
         required_one_of=[("machine", "label_selectors")],
     )
-    run(module, lambda api: mark_for_deletion(api, module.params, module.check_mode))
+    selection = MachineSelection.from_params(module.params)
+    run(module, lambda api: mark_for_deletion(api, selection, module.check_mode))
 
 
 if __name__ == "__main__":

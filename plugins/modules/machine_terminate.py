@@ -363,8 +363,8 @@ diff:
 
 import copy
 
-from ansible_collections.lifecycle.machine.plugins.module_utils._common import WAIT_ARGUMENT_SPEC, new_module, run
-from ansible_collections.lifecycle.machine.plugins.module_utils._termination import TerminateOptions, terminate_machine
+from ansible_collections.lifecycle.machine.plugins.module_utils._module import WAIT_ARGUMENT_SPEC, new_module, run
+from ansible_collections.lifecycle.machine.plugins.module_utils._terminate.run import TerminateOptions, terminate_machine
 
 
 def main():

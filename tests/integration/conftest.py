@@ -28,7 +28,7 @@ sys.path.insert(0, str(COLLECTIONS_ROOT))
 
 from khelpers import OPENSHIFT_MACHINES, capi_machine, capi_path, fake_node, node_ready, openshift_machine, wait_for
 
-from ansible_collections.lifecycle.machine.plugins.module_utils._api import KubeApi, api_from_kubeconfig
+from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.client import KubeApi, api_from_kubeconfig
 
 
 @pytest.fixture(scope="session")
@@ -64,19 +64,22 @@ class CapiGeneration:
     """Which Cluster API generation the control plane serves; switched on demand
     (a v1beta1-only cluster as Cluster API 1.9/1.10, or v1beta1 + v1beta2 as 1.11+)."""
 
-    def __init__(self, kubeconfig: str):
+    def __init__(self, kubeconfig: str, kube: KubeApi):
         self.state = cluster_tool.state_from_kubeconfig(Path(kubeconfig))
+        self.kube = kube
         self.current: str | None = None
 
     def use(self, generation: str) -> None:
         if generation != self.current:
             cluster_tool.set_capi_generation(self.state, generation)
+            # The session's client caches discovery, which just changed.
+            self.kube.discovery.invalidate()
             self.current = generation
 
 
 @pytest.fixture(scope="session")
-def capi_generation(kubeconfig: str) -> CapiGeneration:
-    return CapiGeneration(kubeconfig)
+def capi_generation(kubeconfig: str, kube: KubeApi) -> CapiGeneration:
+    return CapiGeneration(kubeconfig, kube)
 
 
 @pytest.fixture(scope="session", params=["openshift", "v1beta1", "v1beta2"])

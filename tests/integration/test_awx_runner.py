@@ -32,7 +32,8 @@ from khelpers import deployment, wait_for
 from test_cluster_alive import alive_path, create_alive, release
 from test_delete_machine import PROVIDER_TASKS, assert_all_gone
 
-from ansible_collections.lifecycle.machine.plugins.module_utils._api import ApiError, KubeApi
+from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.client import KubeApi
+from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.errors import ApiError
 
 AWX = REPO / "extensions" / "awx"
 RBAC = AWX / "rbac.yml"

@@ -12,8 +12,9 @@ from pathlib import Path
 import pytest
 from khelpers import wait_for
 
-from ansible_collections.lifecycle.machine.plugins.module_utils import _alive_api as alive_api
-from ansible_collections.lifecycle.machine.plugins.module_utils._api import JSON_PATCH, KubeApi, api_from_kubeconfig
+from ansible_collections.lifecycle.machine.plugins.module_utils._alive import api as alive_api
+from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.client import KubeApi, api_from_kubeconfig
+from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.paths import JSON_PATCH
 
 REPO = Path(__file__).resolve().parents[2]
 TEARDOWN_PLAYBOOK = REPO / "playbooks" / "teardown_cluster.yml"

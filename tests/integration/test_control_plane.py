@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 from khelpers import deployment, wait_for
 
-from ansible_collections.lifecycle.machine.plugins.module_utils._api import ApiError, KubeApi
+from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.client import KubeApi
+from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.errors import ApiError
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "hack"))

@@ -23,7 +23,7 @@ import pytest
 from conftest import REPO, ansible_env, machine_collection
 from khelpers import deployment, wait_for
 
-from ansible_collections.lifecycle.machine.plugins.module_utils._api import KubeApi
+from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.client import KubeApi
 
 PLAYBOOK = REPO / "playbooks" / "delete_machine.yml"
 PROVIDER_TASKS = REPO / "hack" / "demo" / "tasks" / "provider.yml"

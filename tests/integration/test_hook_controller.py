@@ -18,7 +18,7 @@ import pytest
 from conftest import machine_collection
 from khelpers import drained_status, wait_for
 
-from ansible_collections.lifecycle.machine.plugins.module_utils._api import KubeApi
+from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.client import KubeApi
 
 CAPI_PREFIX = {"preDrain": "pre-drain.delete.hook.machine.cluster.x-k8s.io", "preTerminate": "pre-terminate.delete.hook.machine.cluster.x-k8s.io"}
 OWNER = "log-shipper"

@@ -8,8 +8,9 @@ import threading
 import pytest
 from conftest import machine_collection
 
-from ansible_collections.lifecycle.machine.plugins.module_utils._api import KubeApi
-from ansible_collections.lifecycle.machine.plugins.modules.machine_condition import manage_condition
+from ansible_collections.lifecycle.machine.plugins.module_utils._condition.logic import ConditionRequest
+from ansible_collections.lifecycle.machine.plugins.module_utils._condition.run import manage_condition
+from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.client import KubeApi
 
 CONDITION = "PreTerminateFlushLogsSucceeded"
 HOOK = {"point": "preTerminate", "name": "flush-logs"}
@@ -144,7 +145,7 @@ def test_label_selectors_choose_every_matching_machine(flavour, namespace, make_
 def _write_condition(manage_condition, kube: KubeApi, params: dict, barrier: threading.Barrier, errors: list) -> None:
     barrier.wait()
     try:
-        manage_condition(kube, params, False)
+        manage_condition(kube, ConditionRequest.from_params(params, False))
     except Exception as exc:  # reported by the test
         errors.append(exc)
 

@@ -18,8 +18,9 @@ import pytest
 from conftest import machine_collection
 from khelpers import PodRecorder, capi_path, deployment, pod_is_ready, wait_for
 
-from ansible_collections.lifecycle.machine.plugins.module_utils._api import ApiError, KubeApi, api_from_kubeconfig
-from ansible_collections.lifecycle.machine.plugins.module_utils._drain import TERMINATING_NAMESPACE_MESSAGE
+from ansible_collections.lifecycle.machine.plugins.module_utils._drain.logic import TERMINATING_NAMESPACE_MESSAGE
+from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.client import KubeApi, api_from_kubeconfig
+from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.errors import ApiError
 
 GRACE = 2
 PDB_REFUSAL = "cannot evict pod as it would violate the pod's disruption budget."

@@ -11,8 +11,9 @@ import pytest
 from conftest import machine_collection
 from khelpers import drained_status
 
-from ansible_collections.lifecycle.machine.plugins.module_utils._api import KubeApi, api_from_kubeconfig
-from ansible_collections.lifecycle.machine.plugins.modules.machine_hook import manage_hook
+from ansible_collections.lifecycle.machine.plugins.module_utils._hook.logic import HookRequest
+from ansible_collections.lifecycle.machine.plugins.module_utils._hook.run import manage_hook
+from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.client import KubeApi, api_from_kubeconfig
 
 CAPI_PREFIX = {"preDrain": "pre-drain.delete.hook.machine.cluster.x-k8s.io", "preTerminate": "pre-terminate.delete.hook.machine.cluster.x-k8s.io"}
 
@@ -101,7 +102,7 @@ def _add_hook(kubeconfig: str, namespace: str, machine: str, hook: str, sync: tu
     barrier, results = sync
     barrier.wait()
     try:
-        results.put((hook, manage_hook(api, params, False)["changed"]))
+        results.put((hook, manage_hook(api, HookRequest.from_params(params, False))["changed"]))
     except Exception as exc:  # reported to the parent
         results.put((hook, repr(exc)))
 
@@ -289,9 +290,9 @@ def test_machine_info_wait_returns_when_last_hook_goes(flavour, namespace, make_
 
         base = {"machine": machine, "namespace": namespace, "point": "preDrain", "owner": None, "state": "absent", "label_selectors": None, "api_version": None}
         time.sleep(4)
-        manage_hook(kube, {**base, "name": "first"}, False)
+        manage_hook(kube, HookRequest.from_params({**base, "name": "first"}, False))
         time.sleep(2)
-        manage_hook(kube, {**base, "name": "second"}, False)
+        manage_hook(kube, HookRequest.from_params({**base, "name": "second"}, False))
         removed_at.append(time.monotonic())
 
     remover = threading.Thread(target=remove_hooks_later)

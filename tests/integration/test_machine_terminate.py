@@ -19,10 +19,11 @@ import pytest
 from conftest import ansible_env, machine_collection
 from khelpers import wait_for
 
-from ansible_collections.lifecycle.machine.plugins.module_utils._api import ApiError, KubeApi, api_from_kubeconfig
-from ansible_collections.lifecycle.machine.plugins.module_utils._conditions import STAGE_DRAINED, Stage
-from ansible_collections.lifecycle.machine.plugins.module_utils._flavour import flavour_for
-from ansible_collections.lifecycle.machine.plugins.module_utils._machines import write_stage
+from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.client import KubeApi, api_from_kubeconfig
+from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.errors import ApiError
+from ansible_collections.lifecycle.machine.plugins.module_utils._machine.api import write_stage
+from ansible_collections.lifecycle.machine.plugins.module_utils._machine.conditions import STAGE_DRAINED, Stage
+from ansible_collections.lifecycle.machine.plugins.module_utils._machine.flavour import flavour_for
 
 CAPI = ["v1beta1", "v1beta2"]
 INFRASTRUCTURE = "/apis/infrastructure.cluster.x-k8s.io/v1beta1/namespaces/{ns}/fakemachines"

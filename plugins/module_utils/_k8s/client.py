@@ -204,6 +204,9 @@ class KubeApi:
         None) is returned instead of resending.
         """
         method = method.upper()
+        if path.endswith("/eviction"):
+            # An eviction's 429 is a PodDisruptionBudget refusing it: the drain's business, never retried here.
+            throttle = False
         call = _Call(method, path, [(k, v) for k, v in (query or {}).items() if v is not None and v != ""], body, content_type)
         attempts = _Attempts(self, call, repeatable=idempotent(method, body, content_type) if retry is None else retry, throttle=throttle, verify=verify)
         while True:
@@ -388,13 +391,23 @@ class KubeApi:
         """LIST a collection (all pages); ``[]`` when the resource is not served."""
         return self.list_with_version(path, label_selector, field_selector)[0]
 
-    def create(self, path: str, body: dict, dry_run: bool = False, *, exists_ok: bool = False, retry: bool | None = None) -> dict:
+    def create(
+        self,
+        path: str,
+        body: dict,
+        dry_run: bool = False,
+        *,
+        exists_ok: bool = False,
+        retry: bool | None = None,
+        throttle: bool = True,
+        verify: Callable[[], Any] | None = None,
+    ) -> dict:
         """POST an object. With ``exists_ok`` a 409 AlreadyExists answer (someone,
         or an earlier attempt of ours, created it) returns the existing object,
         which makes the create safe to retry."""
         query = {"dryRun": "All" if dry_run else None}
         try:
-            return self.request("POST", path, query=query, body=body, retry=True if exists_ok else retry)
+            return self.request("POST", path, query=query, body=body, retry=True if exists_ok else retry, throttle=throttle, verify=verify)
         except ApiError as exc:
             name = (body.get("metadata") or {}).get("name")
             if exists_ok and exc.status == 409 and name:
@@ -490,7 +503,7 @@ def _from_factory(factory: Callable[[], Any], *, policy: RetryPolicy | None = No
                 raise ApiError(status, http_reason(status), _json_body(getattr(exc, "body", None)), "GET", "/version") from None
             wait = policy.delay(attempt)
             attempt += 1
-            if time.monotonic() + wait >= started + min(policy.budget, FIRST_CONTACT_BUDGET * 3):
+            if time.monotonic() + wait >= started + min(policy.budget, FIRST_CONTACT_BUDGET):
                 raise ApiError(status, failure.reason, _json_body(getattr(exc, "body", None)), "GET", "/version", attempts=attempt) from None
             time.sleep(wait)
     configuration = k8s_client.configuration

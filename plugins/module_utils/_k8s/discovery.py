@@ -21,7 +21,7 @@ class Discovery:
         self._api = api
         self._lock = threading.Lock()
         self._groups: dict[str, list[str]] = {}
-        self._resources: dict[str, list[dict]] = {}
+        self._resources: dict[str, list[dict] | None] = {}
 
     def invalidate(self) -> None:
         with self._lock:
@@ -43,13 +43,20 @@ class Discovery:
             self._groups[group] = versions
         return list(versions)
 
+    def serves(self, group_version: str) -> bool:
+        """Whether the server serves this group version at all."""
+        return self._resource_list(group_version) is not None
+
     def resources(self, group_version: str) -> list[dict]:
         """The resources (not subresources) of a group version; ``[]`` when it is not served."""
+        return self._resource_list(group_version) or []
+
+    def _resource_list(self, group_version: str) -> list[dict] | None:
         with self._lock:
             if group_version in self._resources:
                 return self._resources[group_version]
-        listed = self._api.get(group_version_path(group_version)) or {}
-        resources = [r for r in listed.get("resources") or [] if "/" not in r.get("name", "/")]
+        listed = self._api.get(group_version_path(group_version))
+        resources = None if listed is None else [r for r in listed.get("resources") or [] if "/" not in r.get("name", "/")]
         with self._lock:
             self._resources[group_version] = resources
         return resources

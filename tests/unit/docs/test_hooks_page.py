@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from ansible_collections.lifecycle.machine.plugins.module_utils._conditions import hook_condition_type
+from ansible_collections.lifecycle.machine.plugins.module_utils._machine.conditions import hook_condition_type
 
 REPO = Path(__file__).resolve().parents[3]
 PAGE = (REPO / "docs" / "hooks.md").read_text()

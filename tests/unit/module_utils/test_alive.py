@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from ansible_collections.lifecycle.machine.plugins.module_utils._alive import (
+from ansible_collections.lifecycle.machine.plugins.module_utils._alive.logic import (
     add_finalizer_patch,
     alive_summary,
     describe_finalizers,

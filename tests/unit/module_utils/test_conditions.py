@@ -7,7 +7,7 @@ import datetime as dt
 
 import pytest
 
-from ansible_collections.lifecycle.machine.plugins.module_utils._conditions import (
+from ansible_collections.lifecycle.machine.plugins.module_utils._machine.conditions import (
     STAGE_BOOTSTRAP,
     STAGE_COMPLETED,
     STAGE_DELETING_NODE,
@@ -32,7 +32,7 @@ from ansible_collections.lifecycle.machine.plugins.module_utils._conditions impo
     set_metav1_condition,
     set_v1beta1_condition,
 )
-from ansible_collections.lifecycle.machine.plugins.module_utils._flavour import Hook
+from ansible_collections.lifecycle.machine.plugins.module_utils._machine.flavour import Hook
 
 T0 = dt.datetime(2026, 1, 1, 0, 0, 0, tzinfo=dt.UTC)
 T1 = dt.datetime(2026, 1, 1, 0, 5, 0, tzinfo=dt.UTC)

@@ -6,9 +6,8 @@ import datetime as dt
 
 import pytest
 
-from ansible_collections.lifecycle.machine.plugins.module_utils import _drain as drain
-from ansible_collections.lifecycle.machine.plugins.module_utils._common import MachineError
-from ansible_collections.lifecycle.machine.plugins.module_utils._drain import (
+from ansible_collections.lifecycle.machine.plugins.module_utils._drain import logic as drain
+from ansible_collections.lifecycle.machine.plugins.module_utils._drain.logic import (
     DRAIN,
     SKIP,
     WAIT_COMPLETED,
@@ -22,6 +21,7 @@ from ansible_collections.lifecycle.machine.plugins.module_utils._drain import (
     plan_drain,
     progress_message,
 )
+from ansible_collections.lifecycle.machine.plugins.module_utils._errors import MachineError
 
 NOW = dt.datetime(2024, 10, 9, 16, 14, 0, tzinfo=dt.UTC)
 STARTED = dt.datetime(2024, 10, 9, 16, 13, 59, tzinfo=dt.UTC)

@@ -6,26 +6,26 @@ from __future__ import annotations
 
 import pytest
 
-from ansible_collections.lifecycle.machine.plugins.module_utils._api import ApiError
-from ansible_collections.lifecycle.machine.plugins.module_utils._drain import (
+from ansible_collections.lifecycle.machine.plugins.module_utils._drain.api import (
+    DrainPass,
+    EvictionOutcome,
+    _failure,
+    budget_groups,
+    dry_run_allowance,
+)
+from ansible_collections.lifecycle.machine.plugins.module_utils._drain.logic import (
     DRAIN,
     SKIP,
     TERMINATING_NAMESPACE_MESSAGE,
     WAIT_COMPLETED,
     DrainRuleError,
     PodDecision,
+    PodWait,
     plan_drain,
 )
-from ansible_collections.lifecycle.machine.plugins.module_utils._drainer import (
-    DrainPass,
-    EvictionOutcome,
-    _failure,
-    _WatchState,
-    budget_groups,
-    dry_run_allowance,
-)
-from ansible_collections.lifecycle.machine.plugins.module_utils._flavour import Hook
-from ansible_collections.lifecycle.machine.plugins.module_utils._machine_drain import PodLedger, go_quote, hooks_text, merge_rules, wait_seconds
+from ansible_collections.lifecycle.machine.plugins.module_utils._drain.run import PodLedger, go_quote, hooks_text, merge_rules, wait_seconds
+from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.errors import ApiError
+from ansible_collections.lifecycle.machine.plugins.module_utils._machine.flavour import Hook
 
 PDB = "Cannot evict pod as it would violate the pod's disruption budget."
 
@@ -150,28 +150,22 @@ def event(kind: str, name: str, rv: str = "7") -> dict:
 
 
 def test_watch_stops_when_every_pod_waited_for_is_gone() -> None:
-    state = _WatchState(pending={"ns/a", "ns/b"}, waiting=True, resource_version="1")
-    assert state.see(event("MODIFIED", "a", "2")) is None
-    assert state.see(event("DELETED", "a", "3")) is None
-    assert state.see(event("DELETED", "other", "4")) is None
-    assert state.see(event("DELETED", "b", "5")) == "gone"
-    assert state.resource_version == "5"
+    wait = PodWait({"ns/a", "ns/b"})
+    assert wait.see(event("MODIFIED", "a", "2")) is None
+    assert wait.see(event("DELETED", "a", "3")) is None
+    assert wait.see(event("DELETED", "other", "4")) is None
+    assert wait.see(event("DELETED", "b", "5")) == "gone"
 
 
 def test_watch_stops_when_a_pod_is_added() -> None:
-    assert _WatchState(pending={"ns/a"}, waiting=True, resource_version="1").see(event("ADDED", "new")) == "added"
-
-
-def test_watch_error_means_resync() -> None:
-    state = _WatchState(pending=set(), waiting=False, resource_version="1")
-    assert state.see({"type": "ERROR", "object": {"code": 410}}) == "resync"
+    assert PodWait({"ns/a"}).see(event("ADDED", "new")) == "added"
 
 
 def test_watch_without_pods_to_wait_for_only_stops_on_additions() -> None:
-    state = _WatchState(pending=set(), waiting=False, resource_version="1")
-    assert state.see(event("DELETED", "a")) is None
-    assert state.see(event("BOOKMARK", "a", "9")) is None
-    assert state.resource_version == "9"
+    wait = PodWait(set())
+    assert wait.see(event("DELETED", "a")) is None
+    assert wait.see(event("MODIFIED", "a", "9")) is None
+    assert wait.see(event("ADDED", "b", "10")) == "added"
 
 
 # ---------------------------------------------------------------------------

@@ -8,9 +8,9 @@ import datetime as dt
 
 import pytest
 
-from ansible_collections.lifecycle.machine.plugins.module_utils._common import MachineError
-from ansible_collections.lifecycle.machine.plugins.module_utils._conditions import STAGE_PRE_DRAIN, STAGE_PRE_TERMINATE, Stage
-from ansible_collections.lifecycle.machine.plugins.module_utils._flavour import (
+from ansible_collections.lifecycle.machine.plugins.module_utils._errors import MachineError
+from ansible_collections.lifecycle.machine.plugins.module_utils._machine.conditions import STAGE_PRE_DRAIN, STAGE_PRE_TERMINATE, Stage
+from ansible_collections.lifecycle.machine.plugins.module_utils._machine.flavour import (
     CAPI_DEFAULT_NODE_DELETION_TIMEOUT,
     CLUSTERAPI,
     OPENSHIFT,

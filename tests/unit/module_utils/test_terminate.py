@@ -7,8 +7,7 @@ import datetime as dt
 
 import pytest
 
-from ansible_collections.lifecycle.machine.plugins.module_utils._common import rfc3339
-from ansible_collections.lifecycle.machine.plugins.module_utils._conditions import (
+from ansible_collections.lifecycle.machine.plugins.module_utils._machine.conditions import (
     STAGE_BOOTSTRAP,
     STAGE_COMPLETED,
     STAGE_DELETING_NODE,
@@ -17,8 +16,8 @@ from ansible_collections.lifecycle.machine.plugins.module_utils._conditions impo
     STAGE_VOLUMES,
     STAGE_VOLUMES_DETACHED,
 )
-from ansible_collections.lifecycle.machine.plugins.module_utils._flavour import flavour_for
-from ansible_collections.lifecycle.machine.plugins.module_utils._terminate import (
+from ansible_collections.lifecycle.machine.plugins.module_utils._machine.flavour import flavour_for
+from ansible_collections.lifecycle.machine.plugins.module_utils._terminate.logic import (
     ABSENT,
     AWAIT_INSTANCE,
     BLOCKED,
@@ -52,7 +51,8 @@ from ansible_collections.lifecycle.machine.plugins.module_utils._terminate impor
     timeout_message,
     timeout_passed,
 )
-from ansible_collections.lifecycle.machine.plugins.module_utils._volumes import SKIP_NODE_GONE, VolumeWaitStatus
+from ansible_collections.lifecycle.machine.plugins.module_utils._terminate.volumes import SKIP_NODE_GONE, VolumeWaitStatus
+from ansible_collections.lifecycle.machine.plugins.module_utils._timeutil import rfc3339
 
 NOW = dt.datetime(2025, 3, 1, 12, 0, 0, tzinfo=dt.UTC)
 DELETED_AT = NOW - dt.timedelta(minutes=5)

@@ -6,7 +6,7 @@ import datetime as dt
 
 import pytest
 
-from ansible_collections.lifecycle.machine.plugins.module_utils._volumes import (
+from ansible_collections.lifecycle.machine.plugins.module_utils._terminate.volumes import (
     VolumeWaitStatus,
     attached_volumes,
     claims_of_pods,

@@ -8,13 +8,15 @@ Functions take a ``KubeApi`` and plain values, never the module object.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from typing import Any
 
-from ansible_collections.lifecycle.machine.plugins.module_utils._api import ApiError, KubeApi, resource_path
-from ansible_collections.lifecycle.machine.plugins.module_utils._common import MachineError, now, rfc3339
-from ansible_collections.lifecycle.machine.plugins.module_utils._flavour import (
+from ansible_collections.lifecycle.machine.plugins.module_utils._errors import MachineError
+from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.client import KubeApi
+from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.errors import ApiError
+from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.paths import resource_path
+from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.watch import wait_for_object
+from ansible_collections.lifecycle.machine.plugins.module_utils._machine.flavour import (
     CAPI_CLUSTER_NAME_LABEL,
     CAPI_CONTROL_PLANE_LABEL,
     CAPI_GROUP,
@@ -23,6 +25,8 @@ from ansible_collections.lifecycle.machine.plugins.module_utils._flavour import 
     ObjectRef,
     machine_label,
 )
+from ansible_collections.lifecycle.machine.plugins.module_utils._machine.selection import MachineSelection
+from ansible_collections.lifecycle.machine.plugins.module_utils._timeutil import now, rfc3339
 
 EVENT_SOURCE = "lifecycle.machine"
 CONFLICT_RETRIES = 10
@@ -88,19 +92,16 @@ def list_machines(api: KubeApi, namespace: str | None, label_selector: str | Non
     return sorted(machines, key=lambda m: (m["metadata"].get("namespace") or "", m["metadata"]["name"], m["apiVersion"]))
 
 
-def select_machines(
-    api: KubeApi, *, namespace: str | None, name: str | None = None, label_selectors: list[str] | None = None, api_version: str | None = None
-) -> list[dict]:
+def select_machines(api: KubeApi, selection: MachineSelection) -> list[dict]:
     """Machines chosen by name or by label selectors (ANDed, as kubernetes.core does)."""
-    if name:
-        if not namespace:
-            raise MachineError(f"namespace is required to find Machine {name}")
-        machine = get_machine(api, namespace, name, api_version)
+    if selection.machine:
+        if not selection.namespace:
+            raise MachineError(f"namespace is required to find Machine {selection.machine}")
+        machine = get_machine(api, selection.namespace, selection.machine, selection.api_version)
         if machine is None:
-            raise MachineError(f"Machine {namespace}/{name} not found")
+            raise MachineError(f"Machine {selection.namespace}/{selection.machine} not found")
         return [machine]
-    selector = ",".join(label_selectors or []) or None
-    return list_machines(api, namespace, selector, api_version)
+    return list_machines(api, selection.namespace, selection.label_selector, selection.api_version)
 
 
 def refresh(api: KubeApi, machine: dict) -> dict | None:
@@ -123,22 +124,28 @@ def update_with_retry(
     nothing is to change). Patches carrying ``metadata.resourceVersion`` are
     refused with 409 if someone wrote in between; the Machine is then re-read
     and the patch rebuilt. Returns (resulting Machine, patch sent or None).
+
+    When an attempt's answer was lost (the transport retried it and then got
+    409), the write may have been ours: if the fresh Machine needs no patch any
+    more, the patch is reported as sent.
     """
     current = machine
+    landed: dict | None = None
     for _attempt in range(CONFLICT_RETRIES):
         patch = build(current)
         if patch is None:
-            return current, None
+            return current, landed
         try:
             return patch_machine(api, current, patch, status=status, dry_run=dry_run), patch
         except ApiError as exc:
             if exc.status != 409:
                 raise
+            landed = patch if exc.after_ambiguous else None
         fresh = refresh(api, current)
         if fresh is None:
             raise MachineError(f"Machine {machine_label(machine)} was deleted while being updated")
         current = fresh
-        time.sleep(0.05)
+        api.sleep(0.05)
     raise MachineError(f"Machine {machine_label(machine)} kept changing; gave up after {CONFLICT_RETRIES} conflicting updates")
 
 
@@ -195,11 +202,10 @@ def node_steps_skip_reason(api: KubeApi, machine: dict, flavour: Flavour) -> str
 
 
 def _resource_for(api: KubeApi, group_version: str, kind: str) -> str:
-    resources = api.get("/api/v1" if group_version == "v1" else f"/apis/{group_version}") or {}
-    for resource in resources.get("resources") or []:
-        if resource.get("kind") == kind and "/" not in resource.get("name", ""):
-            return resource["name"]
-    raise MachineError(f"The cluster serves no {kind} in {group_version}")
+    resource = api.discovery.resource(group_version, kind=kind)
+    if resource is None:
+        raise MachineError(f"The cluster serves no {kind} in {group_version}")
+    return resource["name"]
 
 
 def ref_path(api: KubeApi, ref: ObjectRef) -> str:
@@ -243,11 +249,12 @@ def emit_event(api: KubeApi, machine: dict, event_type: str, reason: str, messag
         "lastTimestamp": stamp,
         "count": 1,
     }
-    return api.create(resource_path("v1", "events", meta["namespace"]), event)
+    # A generated name: a retry after a lost answer may record the Event twice, which is harmless.
+    return api.create(resource_path("v1", "events", meta["namespace"]), event, retry=True)
 
 
 def wait_for_machine(api: KubeApi, machine: dict, satisfied: Callable[[dict | None], bool], deadline: float) -> tuple[dict | None, bool]:
     """Wait until ``satisfied(current Machine or None when gone)`` holds, or
     ``deadline`` (a ``time.monotonic()`` value) passes; (Machine, satisfied).
     Watches the Machine, so the wait ends as soon as the change lands."""
-    return api.wait_for_object(machine_path(machine), satisfied, deadline, refresh(api, machine), lambda m: _with_api_version(m, machine["apiVersion"]))
+    return wait_for_object(api, machine_path(machine), satisfied, deadline, adapt=lambda m: _with_api_version(m, machine["apiVersion"]))

@@ -22,20 +22,23 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
-from ansible_collections.lifecycle.machine.plugins.module_utils._api import ApiError, KubeApi, resource_path
-from ansible_collections.lifecycle.machine.plugins.module_utils._drain import (
-    PDB_MESSAGE,
+from ansible_collections.lifecycle.machine.plugins.module_utils._drain.budgets import budget_groups, dry_run_allowance, ready
+from ansible_collections.lifecycle.machine.plugins.module_utils._drain.logic import (
     DrainPlan,
     PodDecision,
+    PodWait,
     classify_pods,
     daemonset_refs,
     eviction_failure_message,
     is_node_unreachable,
-    match_label_selector,
     plan_drain,
     pod_key,
     progress_message,
 )
+from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.client import KubeApi
+from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.errors import ApiError
+from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.paths import resource_path
+from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.watch import watch_until
 
 CAPI_GROUP = "cluster.x-k8s.io"
 DRAIN_RULES_PLURAL = "machinedrainrules"
@@ -45,7 +48,6 @@ EVICTION_WORKERS = 16
 # With nothing to retry, the wait between passes is driven by the watch; this
 # bounds it so that a missed event costs at most this long.
 RESYNC_SECONDS = 30
-_WATCH_RETRY_STATUSES = (410, 500, 503, 504)
 
 
 def node_path(name: str) -> str:
@@ -72,26 +74,14 @@ def set_unschedulable(api: KubeApi, node: dict, unschedulable: bool) -> tuple[di
 
 def list_node_pods(api: KubeApi, node_name: str) -> tuple[list[dict], str | None]:
     """Every Pod bound to the Node (all pages) and the list's resourceVersion, to watch from."""
-    items: list[dict] = []
-    token = None
-    resource_version = None
-    while True:
-        query = {"fieldSelector": f"spec.nodeName={node_name}", "limit": 500, "continue": token}
-        result = api.request("GET", resource_path("v1", "pods"), query=query)
-        items.extend(result.get("items") or [])
-        meta = result.get("metadata") or {}
-        resource_version = meta.get("resourceVersion") or resource_version
-        token = meta.get("continue")
-        if not token:
-            return items, resource_version
+    return api.list_with_version(resource_path("v1", "pods"), field_selector=f"spec.nodeName={node_name}")
 
 
 def served_drain_rules(api: KubeApi, namespace: str) -> list[dict]:
     """MachineDrainRule objects of a namespace, from the preferred served version
     of ``cluster.x-k8s.io`` that has them; ``[]`` when the cluster serves none."""
     for version in api.served_versions(CAPI_GROUP):
-        resources = (api.get(f"/apis/{CAPI_GROUP}/{version}") or {}).get("resources") or []
-        if any(resource.get("name") == DRAIN_RULES_PLURAL for resource in resources):
+        if api.discovery.resource(f"{CAPI_GROUP}/{version}", plural=DRAIN_RULES_PLURAL) is not None:
             return api.list(resource_path(f"{CAPI_GROUP}/{version}", DRAIN_RULES_PLURAL, namespace))
     return []
 
@@ -144,6 +134,7 @@ def _failure(exc: ApiError) -> tuple[str | None, bool]:
 
 
 def _evict(api: KubeApi, pod: dict, *, grace_period: int | None, disable_eviction: bool, dry_run: bool) -> tuple[str | None, bool, int]:
+    """Evict (or delete) one Pod: (failure message or None, gone, HTTP status)."""
     meta = pod["metadata"]
     options: dict = {"preconditions": {"uid": meta.get("uid")}} if meta.get("uid") else {}
     if grace_period is not None:
@@ -154,84 +145,49 @@ def _evict(api: KubeApi, pod: dict, *, grace_period: int | None, disable_evictio
             body = {"apiVersion": "v1", "kind": "DeleteOptions", **options}
             if not api.delete(pod_path, body=body, dry_run=dry_run):
                 return None, True, 404
-        else:
-            body = {
-                "apiVersion": "policy/v1",
-                "kind": "Eviction",
-                "metadata": {"name": meta["name"], "namespace": meta["namespace"]},
-                "deleteOptions": options,
-            }
-            api.create(pod_path + "/eviction", body, dry_run=dry_run)
+            return None, False, 200
+        body = {
+            "apiVersion": "policy/v1",
+            "kind": "Eviction",
+            "metadata": {"name": meta["name"], "namespace": meta["namespace"]},
+            "deleteOptions": options,
+        }
+        # A 429 is a PodDisruptionBudget's refusal: the drain retries it on its next pass.
+        # An eviction whose answer was lost is not sent again before the Pod is read:
+        # if it is terminating (or gone), that eviction took effect.
+        answer = api.create(
+            pod_path + "/eviction",
+            body,
+            dry_run=dry_run,
+            retry=True if dry_run else None,
+            throttle=False,
+            verify=None if dry_run else _eviction_landed(api, pod),
+        )
     except ApiError as exc:
         failure, gone = _failure(exc)
         return failure, gone, exc.status
+    if isinstance(answer, dict) and answer.get(_LANDED) == "gone":
+        return None, True, 404
     return None, False, 200
 
 
-def _ready(pod: dict) -> bool:
-    return any(c.get("type") == "Ready" and c.get("status") == "True" for c in (pod.get("status") or {}).get("conditions") or [])
+_LANDED = "lifecycle.machine/eviction"
 
 
-def budget_groups(pods: list[dict], budgets: list[dict]) -> list[list[dict]]:
-    """Pods grouped by the PodDisruptionBudgets that cover them, for eviction.
+def _eviction_landed(api: KubeApi, pod: dict):
+    """For the transport: has an eviction of ``pod`` whose answer was lost taken effect?"""
+    meta = pod["metadata"]
+    path = resource_path("v1", "pods", meta["namespace"], meta["name"])
 
-    Every eviction under one budget updates the budget's status, and the API
-    server retries conflicting updates with half-second pauses, so concurrency
-    within a budget buys nothing (measured: the same throughput with 1, 4 or 16
-    at once) but conflicts and refusals. Pods under one budget are therefore
-    evicted one after the other, stopping at the first refusal, while different
-    groups go concurrently. A Pod no
-    budget covers is a group of its own. Within a group, Pods that are not
-    Ready come first: the API may evict those whatever the budget allows.
-    (A policy/v1 budget's empty selector covers every Pod of its namespace;
-    a null one covers none.)
-    """
-    groups: dict[tuple, list[dict]] = {}
-    for pod in pods:
-        covering = sorted((budget.get("metadata") or {}).get("name") for budget in covering_budgets(pod, budgets))
-        key = ((pod.get("metadata") or {}).get("namespace"), tuple(covering)) if covering else ("", pod_key(pod))
-        groups.setdefault(key, []).append(pod)
-    return [sorted(group, key=lambda pod: (_ready(pod), pod_key(pod))) for _key, group in sorted(groups.items())]
-
-
-def covering_budgets(pod: dict, budgets: list[dict]) -> list[dict]:
-    """The PodDisruptionBudgets whose selector matches the Pod, in its namespace."""
-    meta = pod.get("metadata") or {}
-    covering = []
-    for budget in budgets:
-        selector = (budget.get("spec") or {}).get("selector")
-        if (budget.get("metadata") or {}).get("namespace") != meta.get("namespace") or selector is None:
-            continue
-        try:
-            matches = match_label_selector(selector, meta.get("labels") or {})
-        except ValueError:
-            matches = False
-        if matches:
-            covering.append(budget)
-    return covering
-
-
-def dry_run_allowance(group: list[dict], budgets: list[dict]) -> tuple[int, str] | None:
-    """For a dry run: how many Ready Pods of a budget group the server would let go
-    now, and its refusal once they have; None when not predictable.
-
-    A dry-run eviction does not count against the budget, so the server accepts
-    every one while ``status.disruptionsAllowed`` is above zero. A real drain
-    would be refused after that many, with the API server's text for the
-    budget's status once the disruption controller has counted the evicted
-    Pods out of ``currentHealthy``."""
-    covering = covering_budgets(group[0], budgets) if group else []
-    if len(covering) != 1:
+    def check() -> dict | None:
+        current = api.get(path)
+        if current is None or (meta.get("uid") and current["metadata"].get("uid") != meta.get("uid")):
+            return {_LANDED: "gone"}
+        if current["metadata"].get("deletionTimestamp"):
+            return {_LANDED: "terminating"}
         return None
-    budget = covering[0]
-    status = budget.get("status") or {}
-    if not isinstance(status.get("disruptionsAllowed"), int):
-        return None
-    name = (budget.get("metadata") or {}).get("name")
-    allowed = status["disruptionsAllowed"]
-    healthy = max(0, (status.get("currentHealthy") or 0) - allowed)
-    cause = f"The disruption budget {name} needs {status.get('desiredHealthy', 0)} healthy pods and has {healthy} currently"
-    return allowed, eviction_failure_message(429, PDB_MESSAGE, [{"type": "DisruptionBudget", "message": cause}])
+
+    return check
 
 
 def list_budgets(api: KubeApi) -> list[dict]:
@@ -271,11 +227,11 @@ def evict_pods(
         refusal = None
         allowance = dry_run_allowance(group, budgets or []) if dry_run and not disable_eviction and len(group) > 1 else None
         for pod in group:
-            if refusal is not None and _ready(pod):
+            if refusal is not None and ready(pod):
                 results.append((pod_key(pod), refusal, False))
                 continue
             failure, gone, status = _evict(api, pod, grace_period=grace_period, disable_eviction=disable_eviction, dry_run=dry_run)
-            if allowance is not None and status == 200 and _ready(pod):
+            if allowance is not None and status == 200 and ready(pod):
                 allowed, budget_refusal = allowance
                 if allowed > 0:
                     allowance = (allowed - 1, budget_refusal)
@@ -389,53 +345,24 @@ def wait_for_pods(api: KubeApi, node_name: str, resource_version: str | None, wa
     ``"resync"`` (the watch could not continue; the next pass re-lists).
     """
     deadline = time.monotonic() + timeout
-    state = _WatchState(pending=set(waiting_for), waiting=bool(waiting_for), resource_version=resource_version)
-    while True:
-        remaining = deadline - time.monotonic()
-        if remaining <= 0:
-            return "timeout"
-        if state.resource_version is None:
-            time.sleep(min(remaining, 1.0))
-            return "resync"
-        events = api.watch(
-            resource_path("v1", "pods"),
-            field_selector=f"spec.nodeName={node_name}",
-            resource_version=state.resource_version,
-            timeout=max(1, round(remaining)),
+    if resource_version is None:
+        api.sleep(min(timeout, 1.0))
+        return "resync"
+    wait = PodWait(waiting_for)
+    stopped: list[str] = []
+
+    def see(event: dict) -> bool:
+        reason = wait.see(event)
+        if reason:
+            stopped.append(reason)
+        return reason is not None
+
+    try:
+        outcome = watch_until(
+            api, resource_path("v1", "pods"), on_event=see, deadline=deadline, resource_version=resource_version, field_selector=f"spec.nodeName={node_name}"
         )
-        try:
-            for event in events:
-                reason = state.see(event)
-                if reason is not None:
-                    return reason
-                if time.monotonic() >= deadline:
-                    return "timeout"
-        except ApiError as exc:
-            if exc.status not in _WATCH_RETRY_STATUSES:
-                # No permission to watch (RBAC can allow LIST alone): the passes still work, just polled.
-                time.sleep(max(0.0, deadline - time.monotonic()))
-            return "resync"
-        finally:
-            events.close()
-
-
-@dataclass
-class _WatchState:
-    pending: set[str]
-    waiting: bool
-    resource_version: str | None
-
-    def see(self, event: dict) -> str | None:
-        """Take one watch event; why to stop waiting, or None."""
-        kind = event.get("type")
-        if kind == "ERROR":  # e.g. 410 Gone: the resourceVersion is too old
-            return "resync"
-        obj = event.get("object") or {}
-        self.resource_version = (obj.get("metadata") or {}).get("resourceVersion") or self.resource_version
-        if kind == "ADDED":
-            return "added"
-        if kind == "DELETED":
-            self.pending.discard(pod_key(obj))
-            if self.waiting and not self.pending:
-                return "gone"
-        return None
+    except ApiError:
+        # No permission to watch (RBAC can allow LIST alone): the passes still work, just polled.
+        api.sleep(max(0.0, deadline - time.monotonic()))
+        return "resync"
+    return stopped[0] if stopped else outcome

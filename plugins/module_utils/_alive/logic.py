@@ -13,6 +13,7 @@ It never talks to the API server.
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 
 # The enhancement names no API group; this collection serves Alive from its own
 # (hack/crds/lifecycle.machine.dev_alives.yaml). Modules take api_version to use another.
@@ -191,3 +192,22 @@ def alive_argument_spec() -> dict:
         "namespace": {"type": "str", "default": ALIVE_NAMESPACE},
         "api_version": {"type": "str", "default": ALIVE_API_VERSION},
     }
+
+
+@dataclass(frozen=True)
+class AliveRequest:
+    """The options of the cluster_alive modules: where the Alive object is, and what to do with it."""
+
+    name: str = ALIVE_NAME
+    namespace: str | None = ALIVE_NAMESPACE
+    api_version: str = ALIVE_API_VERSION
+    state: str = "present"
+    create_namespace: bool = False
+    wait: bool = True
+    wait_timeout: int = 600
+    on_timeout: str = "fail"
+    finalizer: str = ""
+
+    @classmethod
+    def from_params(cls, params: dict) -> AliveRequest:
+        return cls(**{key: params[key] for key in cls.__dataclass_fields__ if key in params})

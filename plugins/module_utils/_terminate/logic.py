@@ -17,8 +17,7 @@ import datetime as _dt
 from dataclasses import dataclass, field
 from typing import Any
 
-from ansible_collections.lifecycle.machine.plugins.module_utils._common import parse_time, rfc3339
-from ansible_collections.lifecycle.machine.plugins.module_utils._conditions import (
+from ansible_collections.lifecycle.machine.plugins.module_utils._machine.conditions import (
     STAGE_BOOTSTRAP,
     STAGE_COMPLETED,
     STAGE_DELETING_NODE,
@@ -28,7 +27,7 @@ from ansible_collections.lifecycle.machine.plugins.module_utils._conditions impo
     STAGE_VOLUMES_DETACHED,
     Stage,
 )
-from ansible_collections.lifecycle.machine.plugins.module_utils._flavour import (
+from ansible_collections.lifecycle.machine.plugins.module_utils._machine.flavour import (
     OPENSHIFT,
     PRE_DRAIN,
     PRE_TERMINATE,
@@ -38,7 +37,8 @@ from ansible_collections.lifecycle.machine.plugins.module_utils._flavour import 
     is_deleting,
     machine_label,
 )
-from ansible_collections.lifecycle.machine.plugins.module_utils._volumes import VolumeWaitStatus, volume_detach_message
+from ansible_collections.lifecycle.machine.plugins.module_utils._terminate.volumes import VolumeWaitStatus, volume_detach_message
+from ansible_collections.lifecycle.machine.plugins.module_utils._timeutil import parse_time, rfc3339
 
 # Steps, in workflow order (SPEC §2, from the preDrain gate on).
 STEP_PRE_DRAIN = "pre_drain_hook"

@@ -20,18 +20,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from ansible_collections.lifecycle.machine.plugins.module_utils._api import ApiError, KubeApi
-from ansible_collections.lifecycle.machine.plugins.module_utils._common import MachineError, now, rfc3339
-from ansible_collections.lifecycle.machine.plugins.module_utils._conditions import (
-    STAGE_DRAIN_FAILED,
-    STAGE_DRAIN_SKIPPED,
-    STAGE_DRAINED,
-    STAGE_DRAINING,
-    STAGE_PRE_DRAIN,
-    Stage,
-)
-from ansible_collections.lifecycle.machine.plugins.module_utils._drain import PodDecision, normalize_rules, plan_drain
-from ansible_collections.lifecycle.machine.plugins.module_utils._drainer import (
+from ansible_collections.lifecycle.machine.plugins.module_utils._drain.api import (
     RESYNC_SECONDS,
     DrainPass,
     PodContext,
@@ -42,8 +31,11 @@ from ansible_collections.lifecycle.machine.plugins.module_utils._drainer import 
     set_unschedulable,
     wait_for_pods,
 )
-from ansible_collections.lifecycle.machine.plugins.module_utils._flavour import PRE_DRAIN, Flavour, Hook, flavour_for, is_deleting, machine_label
-from ansible_collections.lifecycle.machine.plugins.module_utils._machines import (
+from ansible_collections.lifecycle.machine.plugins.module_utils._drain.logic import PodDecision, normalize_rules, plan_drain
+from ansible_collections.lifecycle.machine.plugins.module_utils._errors import MachineError
+from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.client import KubeApi
+from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.errors import ApiError
+from ansible_collections.lifecycle.machine.plugins.module_utils._machine.api import (
     emit_event,
     get_cluster,
     get_machine,
@@ -53,6 +45,16 @@ from ansible_collections.lifecycle.machine.plugins.module_utils._machines import
     wait_for_machine,
     write_stage,
 )
+from ansible_collections.lifecycle.machine.plugins.module_utils._machine.conditions import (
+    STAGE_DRAIN_FAILED,
+    STAGE_DRAIN_SKIPPED,
+    STAGE_DRAINED,
+    STAGE_DRAINING,
+    STAGE_PRE_DRAIN,
+    Stage,
+)
+from ansible_collections.lifecycle.machine.plugins.module_utils._machine.flavour import PRE_DRAIN, Flavour, Hook, flavour_for, is_deleting, machine_label
+from ansible_collections.lifecycle.machine.plugins.module_utils._timeutil import now, rfc3339
 
 DRAINED, CORDONED, UNCORDONED = "drained", "cordoned", "uncordoned"
 

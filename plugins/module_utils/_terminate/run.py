@@ -15,14 +15,15 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from ansible_collections.lifecycle.machine.plugins.module_utils._api import ApiError, KubeApi, resource_path
-from ansible_collections.lifecycle.machine.plugins.module_utils._common import MachineError, now, rfc3339
-from ansible_collections.lifecycle.machine.plugins.module_utils._conditions import STAGE_NODE_DELETE_FAILED, STAGE_VOLUMES_DETACHED, Stage
-from ansible_collections.lifecycle.machine.plugins.module_utils._drain import SKIP, classify_pods, is_node_unreachable, normalize_rules, pod_key
-from ansible_collections.lifecycle.machine.plugins.module_utils._drainer import PodContext, list_node_pods, served_drain_rules
-from ansible_collections.lifecycle.machine.plugins.module_utils._flavour import PRE_TERMINATE, ObjectRef, flavour_for, machine_label
-from ansible_collections.lifecycle.machine.plugins.module_utils._machine_drain import merge_rules
-from ansible_collections.lifecycle.machine.plugins.module_utils._machines import (
+from ansible_collections.lifecycle.machine.plugins.module_utils._drain.api import PodContext, list_node_pods, served_drain_rules
+from ansible_collections.lifecycle.machine.plugins.module_utils._drain.logic import SKIP, classify_pods, is_node_unreachable, normalize_rules, pod_key
+from ansible_collections.lifecycle.machine.plugins.module_utils._drain.run import merge_rules
+from ansible_collections.lifecycle.machine.plugins.module_utils._errors import MachineError
+from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.client import KubeApi
+from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.errors import ApiError
+from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.paths import resource_path
+from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.watch import wait_until_gone
+from ansible_collections.lifecycle.machine.plugins.module_utils._machine.api import (
     emit_event,
     get_cluster,
     get_machine,
@@ -33,7 +34,9 @@ from ansible_collections.lifecycle.machine.plugins.module_utils._machines import
     wait_for_machine,
     write_stage,
 )
-from ansible_collections.lifecycle.machine.plugins.module_utils._terminate import (
+from ansible_collections.lifecycle.machine.plugins.module_utils._machine.conditions import STAGE_NODE_DELETE_FAILED, STAGE_VOLUMES_DETACHED, Stage
+from ansible_collections.lifecycle.machine.plugins.module_utils._machine.flavour import PRE_TERMINATE, ObjectRef, flavour_for, machine_label
+from ansible_collections.lifecycle.machine.plugins.module_utils._terminate.logic import (
     AWAIT_INSTANCE,
     BLOCKED,
     DELETE_BOOTSTRAP,
@@ -67,7 +70,8 @@ from ansible_collections.lifecycle.machine.plugins.module_utils._terminate impor
     snapshot,
     timeout_message,
 )
-from ansible_collections.lifecycle.machine.plugins.module_utils._volumes import VolumeWaitStatus, attached_volumes, volumes_to_wait_for
+from ansible_collections.lifecycle.machine.plugins.module_utils._terminate.volumes import VolumeWaitStatus, attached_volumes, volumes_to_wait_for
+from ansible_collections.lifecycle.machine.plugins.module_utils._timeutil import now, rfc3339
 
 # As the Cluster API Machine controller: retry a failing Node deletion every
 # 2 s for 10 s, then give up for this pass (or for good once the Machine's
@@ -110,32 +114,6 @@ def load_drain_rules(api: KubeApi, namespace: str, inline: list | None, use_clus
     of the same name), so the same Pods count as skipped."""
     served = served_drain_rules(api, namespace) if use_cluster_rules else []
     return merge_rules(list(inline or []), served, namespace)
-
-
-def wait_until_gone(api: KubeApi, path: str, deadline: float) -> tuple[dict | None, bool]:
-    """Watch the object at ``path`` until it is gone or ``deadline`` (monotonic)
-    passes; (object or None, gone)."""
-    collection, _slash, name = path.rpartition("/")
-    while True:
-        current = api.get(path)
-        if current is None:
-            return None, True
-        remaining = deadline - time.monotonic()
-        if remaining <= 0:
-            return current, False
-        try:
-            for event in api.watch(
-                collection,
-                field_selector=f"metadata.name={name}",
-                resource_version=current["metadata"].get("resourceVersion"),
-                timeout=max(1, int(remaining)),
-            ):
-                if event.get("type") not in ("ADDED", "MODIFIED") or time.monotonic() >= deadline:
-                    break  # DELETED, or ERROR/BOOKMARK: re-read above
-        except ApiError as exc:
-            if exc.status not in (410, 500, 503, 504):
-                raise
-            time.sleep(0.5)
 
 
 class Termination:

@@ -20,7 +20,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from ansible_collections.lifecycle.machine.plugins.module_utils._common import rfc3339
+from ansible_collections.lifecycle.machine.plugins.module_utils._timeutil import rfc3339
 
 # Deletion stages, in workflow order (SPEC §2).
 STAGE_PRE_DRAIN = "WaitingForPreDrainHook"

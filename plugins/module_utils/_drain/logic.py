@@ -18,7 +18,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from ansible_collections.lifecycle.machine.plugins.module_utils._common import MachineError, parse_time, rfc3339
+from ansible_collections.lifecycle.machine.plugins.module_utils._errors import MachineError
+from ansible_collections.lifecycle.machine.plugins.module_utils._timeutil import parse_time, rfc3339
 
 DRAIN, SKIP, WAIT_COMPLETED = "Drain", "Skip", "WaitCompleted"
 BEHAVIORS = (DRAIN, SKIP, WAIT_COMPLETED)
@@ -739,3 +740,23 @@ def progress_message(started_at: _dt.datetime, plan: DrainPlan, failures: dict[s
     if wait_later:
         lines.append(f"After above Pods have been removed from the Node, waiting for the following Pods to complete without eviction: {_names(wait_later)}")
     return "\n".join(lines)
+
+
+class PodWait:
+    """Which watch event ends the wait between two passes: the last Pod waited
+    for gone (``"gone"``), or a new Pod bound to the Node (``"added"``: it must
+    be classified). Without Pods to wait for only an addition ends it."""
+
+    def __init__(self, waiting_for: Iterable[str]):
+        self.pending = set(waiting_for)
+        self.waiting = bool(self.pending)
+
+    def see(self, event: dict) -> str | None:
+        kind = event.get("type")
+        if kind == "ADDED":
+            return "added"
+        if kind == "DELETED":
+            self.pending.discard(pod_key(event.get("object") or {}))
+            if self.waiting and not self.pending:
+                return "gone"
+        return None

@@ -6,13 +6,15 @@ on it with a watch. The decisions are in ``_alive.py``."""
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from ansible_collections.lifecycle.machine.plugins.module_utils._alive import ALIVE_KIND, add_finalizer_patch, alive_label, remove_finalizer_patch
-from ansible_collections.lifecycle.machine.plugins.module_utils._api import JSON_PATCH, ApiError, KubeApi, resource_path
-from ansible_collections.lifecycle.machine.plugins.module_utils._common import MachineError
+from ansible_collections.lifecycle.machine.plugins.module_utils._alive.logic import ALIVE_KIND, add_finalizer_patch, alive_label, remove_finalizer_patch
+from ansible_collections.lifecycle.machine.plugins.module_utils._errors import MachineError
+from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.client import KubeApi
+from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.errors import ApiError
+from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.paths import JSON_PATCH, resource_path
+from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.watch import wait_for_object
 
 CONFLICT_RETRIES = 10
 
@@ -49,19 +51,18 @@ def resolve(api: KubeApi, api_version: str, name: str, namespace: str | None) ->
     """
     if "/" not in api_version:
         raise MachineError(f"api_version {api_version!r} must be <group>/<version>; Alive is a custom resource")
-    info = api.get(f"/apis/{api_version}")
-    if info is None:
+    if not api.discovery.serves(api_version):
         raise MachineError(
             f"The API {api_version} is not served by this cluster, so it has no Alive object: install the Alive CustomResourceDefinition "
             "(see the collection's docs/cluster_deletion.md) or set api_version to the API that serves Alive"
         )
-    for resource in info.get("resources") or []:
-        if resource.get("kind") == ALIVE_KIND and "/" not in resource.get("name", "/"):
-            namespaced = bool(resource.get("namespaced"))
-            if namespaced and not namespace:
-                raise MachineError(f"Alive objects of {api_version} are namespaced: namespace is required")
-            return AliveRef(api_version, resource["name"], namespaced, name, namespace if namespaced else None)
-    raise MachineError(f"The API {api_version} serves no {ALIVE_KIND} kind")
+    resource = api.discovery.resource(api_version, kind=ALIVE_KIND)
+    if resource is None:
+        raise MachineError(f"The API {api_version} serves no {ALIVE_KIND} kind")
+    namespaced = bool(resource.get("namespaced"))
+    if namespaced and not namespace:
+        raise MachineError(f"Alive objects of {api_version} are namespaced: namespace is required")
+    return AliveRef(api_version, resource["name"], namespaced, name, namespace if namespaced else None)
 
 
 def get(api: KubeApi, ref: AliveRef) -> dict | None:
@@ -102,12 +103,13 @@ def set_finalizer(api: KubeApi, ref: AliveRef, finalizer: str, present: bool, dr
     (``_alive`` builds them with ``test`` operations); when another writer got in
     between, the object is re-read and the patch rebuilt.
     """
-    current = get(api, ref)
+    current = before = get(api, ref)
+    landed = False  # an attempt whose answer was lost may have applied the patch
     for _attempt in range(CONFLICT_RETRIES):
         if current is None:
             if present:
                 raise MachineError(f"Alive {ref.label} not found: it must exist before a component can hang finalizer {finalizer} on it")
-            return None, None, False
+            return before, None, landed
         meta = current["metadata"]
         if present and finalizer not in (meta.get("finalizers") or []) and meta.get("deletionTimestamp"):
             raise MachineError(
@@ -116,9 +118,9 @@ def set_finalizer(api: KubeApi, ref: AliveRef, finalizer: str, present: bool, dr
             )
         patch = add_finalizer_patch(current, finalizer) if present else remove_finalizer_patch(current, finalizer)
         if patch is None:
-            return current, current, False
+            return (before, current, True) if landed else (current, current, False)
         try:
-            return current, api.patch(ref.path, patch, content_type=JSON_PATCH, dry_run=dry_run), True
+            return before, api.patch(ref.path, patch, content_type=JSON_PATCH, dry_run=dry_run), True
         except ApiError as exc:
             # A failed "test" operation (the object changed since it was read) is
             # answered 422; a stale resourceVersion 409.
@@ -127,8 +129,11 @@ def set_finalizer(api: KubeApi, ref: AliveRef, finalizer: str, present: bool, dr
             fresh = get(api, ref)
             if fresh is not None and fresh["metadata"].get("resourceVersion") == meta.get("resourceVersion"):
                 raise  # the object did not change: the patch itself was refused
+            landed = exc.after_ambiguous
+            if not landed:
+                before = fresh  # another writer's change: the diff starts from it
             current = fresh
-        time.sleep(0.05)
+        api.sleep(0.05)
     raise MachineError(f"Alive {ref.label} kept changing; gave up writing finalizer {finalizer} after {CONFLICT_RETRIES} conflicting updates")
 
 
@@ -136,4 +141,4 @@ def wait(api: KubeApi, ref: AliveRef, satisfied: Callable[[dict | None], bool], 
     """Wait until ``satisfied(object, or None when gone)`` holds or ``deadline``
     (a ``time.monotonic()`` value) passes; returns (object, satisfied). Watches
     the object, so the wait ends the moment its last finalizer goes."""
-    return api.wait_for_object(ref.path, satisfied, deadline, current)
+    return wait_for_object(api, ref.path, satisfied, deadline, current=current)

@@ -1,0 +1,76 @@
+# Copyright: lifecycle.machine contributors
+# Apache License 2.0 (see LICENSE)
+"""PodDisruptionBudgets as the drain sees them (pure): which budgets cover a
+Pod, how the Pods of one pass are grouped for eviction, and what a dry run
+can predict of a budget's refusals."""
+
+from __future__ import annotations
+
+from ansible_collections.lifecycle.machine.plugins.module_utils._drain.logic import PDB_MESSAGE, eviction_failure_message, match_label_selector, pod_key
+
+
+def ready(pod: dict) -> bool:
+    """Whether the Pod's Ready condition is True (what a budget counts as healthy)."""
+    return any(c.get("type") == "Ready" and c.get("status") == "True" for c in (pod.get("status") or {}).get("conditions") or [])
+
+
+def budget_groups(pods: list[dict], budgets: list[dict]) -> list[list[dict]]:
+    """Pods grouped by the PodDisruptionBudgets that cover them, for eviction.
+
+    Every eviction under one budget updates the budget's status, and the API
+    server retries conflicting updates with half-second pauses, so concurrency
+    within a budget buys nothing (measured: the same throughput with 1, 4 or 16
+    at once) but conflicts and refusals. Pods under one budget are therefore
+    evicted one after the other, stopping at the first refusal, while different
+    groups go concurrently. A Pod no
+    budget covers is a group of its own. Within a group, Pods that are not
+    Ready come first: the API may evict those whatever the budget allows.
+    (A policy/v1 budget's empty selector covers every Pod of its namespace;
+    a null one covers none.)
+    """
+    groups: dict[tuple, list[dict]] = {}
+    for pod in pods:
+        covering = sorted((budget.get("metadata") or {}).get("name") for budget in covering_budgets(pod, budgets))
+        key = ((pod.get("metadata") or {}).get("namespace"), tuple(covering)) if covering else ("", pod_key(pod))
+        groups.setdefault(key, []).append(pod)
+    return [sorted(group, key=lambda pod: (ready(pod), pod_key(pod))) for _key, group in sorted(groups.items())]
+
+
+def covering_budgets(pod: dict, budgets: list[dict]) -> list[dict]:
+    """The PodDisruptionBudgets whose selector matches the Pod, in its namespace."""
+    meta = pod.get("metadata") or {}
+    covering = []
+    for budget in budgets:
+        selector = (budget.get("spec") or {}).get("selector")
+        if (budget.get("metadata") or {}).get("namespace") != meta.get("namespace") or selector is None:
+            continue
+        try:
+            matches = match_label_selector(selector, meta.get("labels") or {})
+        except ValueError:
+            matches = False
+        if matches:
+            covering.append(budget)
+    return covering
+
+
+def dry_run_allowance(group: list[dict], budgets: list[dict]) -> tuple[int, str] | None:
+    """For a dry run: how many Ready Pods of a budget group the server would let go
+    now, and its refusal once they have; None when not predictable.
+
+    A dry-run eviction does not count against the budget, so the server accepts
+    every one while ``status.disruptionsAllowed`` is above zero. A real drain
+    would be refused after that many, with the API server's text for the
+    budget's status once the disruption controller has counted the evicted
+    Pods out of ``currentHealthy``."""
+    covering = covering_budgets(group[0], budgets) if group else []
+    if len(covering) != 1:
+        return None
+    budget = covering[0]
+    status = budget.get("status") or {}
+    if not isinstance(status.get("disruptionsAllowed"), int):
+        return None
+    name = (budget.get("metadata") or {}).get("name")
+    allowed = status["disruptionsAllowed"]
+    healthy = max(0, (status.get("currentHealthy") or 0) - allowed)
+    cause = f"The disruption budget {name} needs {status.get('desiredHealthy', 0)} healthy pods and has {healthy} currently"
+    return allowed, eviction_failure_message(429, PDB_MESSAGE, [{"type": "DisruptionBudget", "message": cause}])

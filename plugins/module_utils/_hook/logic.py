@@ -1,0 +1,94 @@
+# Copyright: lifecycle.machine contributors
+# Apache License 2.0 (see LICENSE)
+"""What machine_hook does to one Machine (pure): the action a hook write
+means, why it may not be made, and whether the server kept it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ansible_collections.lifecycle.machine.plugins.module_utils._machine.flavour import Flavour, flavour_for, hooks_summary, machine_label
+from ansible_collections.lifecycle.machine.plugins.module_utils._machine.selection import MachineSelection
+
+ADDED, REOWNED, REMOVED, NONE = "added", "reowned", "removed", "none"
+
+
+@dataclass(frozen=True)
+class HookRequest:
+    """machine_hook's options: which Machines, and the hook to add (owner given) or remove."""
+
+    point: str
+    name: str
+    owner: str | None
+    present: bool = True
+    selection: MachineSelection = field(default_factory=MachineSelection)
+    check_mode: bool = False
+
+    @classmethod
+    def from_params(cls, params: dict, check_mode: bool) -> HookRequest:
+        return cls(
+            point=params["point"],
+            name=params["name"],
+            owner=params["owner"],
+            present=params["state"] == "present",
+            selection=MachineSelection.from_params(params),
+            check_mode=check_mode,
+        )
+
+    @property
+    def written_owner(self) -> str | None:
+        """The owner to write: None removes the hook."""
+        return self.owner if self.present else None
+
+    @property
+    def verb(self) -> str:
+        return "add" if self.present else "remove"
+
+
+def hook_action(machine: dict, request: HookRequest) -> str:
+    """``added``, ``reowned``, ``removed`` or ``none``."""
+    existing = flavour_for(machine).find_hook(machine, request.point, request.name)
+    if not request.present:
+        return REMOVED if existing else NONE
+    if existing is None:
+        return ADDED
+    return NONE if existing.owner == request.owner else REOWNED
+
+
+def refusal(machine: dict, request: HookRequest) -> str | None:
+    """The message refusing the write on this Machine, or None when it may go ahead."""
+    errors = flavour_for(machine).hook_write_errors(machine, request.point, request.name, request.written_owner)
+    if not errors:
+        return None
+    return f"Cannot {request.verb} {request.point} hook {request.name} on Machine {machine_label(machine)}: {'; '.join(errors)}"
+
+
+def stored(flavour: Flavour, machine: dict, request: HookRequest) -> bool:
+    """Whether the Machine as the server returned it holds the result asked for."""
+    found = flavour.find_hook(machine, request.point, request.name)
+    if request.present:
+        return found is not None and found.owner == request.owner
+    return found is None
+
+
+class HookChange:
+    """Builds the patch for one hook from the freshest Machine, remembering what
+    it found (the action and the hooks before). Raises when the Machine changed
+    under us so that the write is no longer allowed (say, it is now being deleted)."""
+
+    def __init__(self, flavour: Flavour, request: HookRequest, error: type[Exception]):
+        self.flavour = flavour
+        self.request = request
+        self.error = error
+        self.action = NONE
+        self.before: dict = {}
+
+    def patch(self, current: dict) -> dict | None:
+        refused = refusal(current, self.request)
+        if refused:
+            raise self.error(refused)
+        self.action = hook_action(current, self.request)
+        self.before = hooks_summary(self.flavour.hooks(current))
+        if self.action == NONE:
+            return None
+        return self.flavour.hook_patch(current, self.request.point, self.request.name, self.request.written_owner)

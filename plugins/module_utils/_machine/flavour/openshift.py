@@ -1,0 +1,115 @@
+# Copyright: lifecycle.machine contributors
+# Apache License 2.0 (see LICENSE)
+"""OpenShift Machine API Machines (``machine.openshift.io/v1beta1``): hooks in
+``spec.lifecycleHooks``, the Drainable / Drained / Terminable conditions, and
+the rules the OpenShift API and its admission webhook enforce on hooks (pure)."""
+
+from __future__ import annotations
+
+import datetime as _dt
+
+from ansible_collections.lifecycle.machine.plugins.module_utils._machine.conditions import (
+    Stage,
+    openshift_conditions,
+)
+from ansible_collections.lifecycle.machine.plugins.module_utils._machine.flavour.base import (
+    OPENSHIFT,
+    OPENSHIFT_DRAIN_START_ANNOTATION,
+    OPENSHIFT_GROUP,
+    OPENSHIFT_HOOK_NAME_PATTERN,
+    OPENSHIFT_VOLUME_START_ANNOTATION,
+    PRE_CREATE,
+    PRE_DRAIN,
+    PRE_TERMINATE,
+    Flavour,
+    Hook,
+    is_deleting,
+    meta_of,
+    spec_of,
+    status_of,
+)
+from ansible_collections.lifecycle.machine.plugins.module_utils._timeutil import parse_time, rfc3339
+
+# The points whose hooks OpenShift freezes once a Machine is marked for deletion.
+IMMUTABLE_POINTS = {PRE_DRAIN: "pre-drain", PRE_TERMINATE: "pre-terminate"}
+
+
+class OpenShiftFlavour(Flavour):
+    name = OPENSHIFT
+    group = OPENSHIFT_GROUP
+    finalizer = "machine.machine.openshift.io"
+    exclude_drain_annotation = "machine.openshift.io/exclude-node-draining"
+    exclude_volume_wait_annotation = None
+    points = (PRE_DRAIN, PRE_TERMINATE, PRE_CREATE)
+
+    def hooks(self, machine: dict) -> dict[str, list[Hook]]:
+        lifecycle = spec_of(machine).get("lifecycleHooks") or {}
+        return {point: [Hook(point, h.get("name", ""), h.get("owner", "")) for h in lifecycle.get(point) or []] for point in self.points}
+
+    def hook_errors(self, point: str, name: str, owner: str | None) -> list[str]:
+        errors = []
+        if point not in self.points:
+            errors.append(f"point must be one of {', '.join(self.points)}")
+        if not 3 <= len(name) <= 256:
+            errors.append(f"hook name must be 3 to 256 characters long (got {len(name)})")
+        if not OPENSHIFT_HOOK_NAME_PATTERN.match(name):
+            errors.append(f"hook name must match {OPENSHIFT_HOOK_NAME_PATTERN.pattern}")
+        if owner is not None and not 3 <= len(owner) <= 512:
+            errors.append(f"hook owner must be 3 to 512 characters long (got {len(owner)})")
+        return errors
+
+    def hook_write_errors(self, machine: dict, point: str, name: str, owner: str | None) -> list[str]:
+        errors = self.hook_errors(point, name, owner)
+        if errors or owner is None or point not in IMMUTABLE_POINTS or not is_deleting(machine):
+            return errors
+        existing = self.find_hook(machine, point, name)
+        if existing is None or existing.owner != owner:
+            # Once deletion starts, OpenShift's admission webhook refuses new or
+            # re-owned hooks (removing stays allowed), with this text.
+            errors.append(
+                f"{IMMUTABLE_POINTS[point]} hooks are immutable when machine is marked for deletion: "
+                f"the following hooks are new or changed: [{{Name:{name} Owner:{owner}}}]"
+            )
+        return errors
+
+    def hook_patch(self, machine: dict, point: str, name: str, owner: str | None) -> dict:
+        current = list((spec_of(machine).get("lifecycleHooks") or {}).get(point) or [])
+        index = next((i for i, hook in enumerate(current) if hook.get("name") == name), None)
+        if owner is None:
+            if index is not None:
+                current.pop(index)
+        elif index is None:
+            current.append({"name": name, "owner": owner})
+        else:
+            current[index] = {"name": name, "owner": owner}
+        # A merge patch replaces the whole list; the resourceVersion makes the
+        # server refuse it (409) if anyone changed the Machine since we read it.
+        return {"metadata": {"resourceVersion": meta_of(machine).get("resourceVersion")}, "spec": {"lifecycleHooks": {point: current or None}}}
+
+    def drain_started_at(self, machine: dict) -> _dt.datetime | None:
+        return parse_time((meta_of(machine).get("annotations") or {}).get(OPENSHIFT_DRAIN_START_ANNOTATION))
+
+    def volume_detach_started_at(self, machine: dict) -> _dt.datetime | None:
+        return parse_time((meta_of(machine).get("annotations") or {}).get(OPENSHIFT_VOLUME_START_ANNOTATION))
+
+    def start_time_patches(self, drain: _dt.datetime | None = None, volumes: _dt.datetime | None = None) -> tuple[dict | None, dict | None]:
+        annotations = {}
+        if drain:
+            annotations[OPENSHIFT_DRAIN_START_ANNOTATION] = rfc3339(drain)
+        if volumes:
+            annotations[OPENSHIFT_VOLUME_START_ANNOTATION] = rfc3339(volumes)
+        return ({"metadata": {"annotations": annotations}} if annotations else None), None
+
+    def drained(self, machine: dict) -> bool:
+        condition = self.condition(machine, "Drained")
+        return bool(condition) and condition.get("status") == "True"
+
+    def status_patch(self, machine: dict, stage: Stage | None, now: _dt.datetime) -> dict | None:
+        current = self.conditions(machine)
+        updated = openshift_conditions(current, self.hooks(machine), stage, now)
+        patch: dict = {}
+        if updated != current:
+            patch["conditions"] = updated
+        if is_deleting(machine) and status_of(machine).get("phase") != "Deleting":
+            patch["phase"] = "Deleting"
+        return {"status": patch} if patch else None

@@ -1,0 +1,51 @@
+# Copyright: lifecycle.machine contributors
+# Apache License 2.0 (see LICENSE)
+"""machine_mark_for_deletion's run: make sure the flavour's finalizer holds
+each chosen Machine, then mark it for deletion."""
+
+from __future__ import annotations
+
+from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.client import KubeApi
+from ansible_collections.lifecycle.machine.plugins.module_utils._machine.api import get_machine, machine_path, select_machines, update_with_retry
+from ansible_collections.lifecycle.machine.plugins.module_utils._machine.flavour import flavour_for
+from ansible_collections.lifecycle.machine.plugins.module_utils._machine.selection import MachineSelection
+from ansible_collections.lifecycle.machine.plugins.module_utils._mark.logic import deletion_state, with_finalizer
+
+
+def mark(api: KubeApi, machine: dict, check_mode: bool) -> tuple[dict, tuple[dict, dict] | None]:
+    """Ensure the finalizer, then delete the Machine (only the one read, by UID)."""
+    flavour = flavour_for(machine)
+    entry = {"name": machine["metadata"]["name"], "namespace": machine["metadata"]["namespace"], "api_version": machine["apiVersion"], "flavour": flavour.name}
+    before = deletion_state(machine, flavour)
+    if before["deleting"]:
+        return {**entry, "action": "already_deleting", "finalizer_added": False, "held": before["held"], "changed": False}, None
+    updated, patch = update_with_retry(api, machine, with_finalizer(flavour), dry_run=check_mode)
+    body = {"apiVersion": "v1", "kind": "DeleteOptions", "preconditions": {"uid": machine["metadata"]["uid"]}}
+    deleted = api.delete(machine_path(machine), body=body, dry_run=check_mode)
+    if not deleted:
+        return {**entry, "action": "absent", "finalizer_added": False, "held": False, "changed": patch is not None}, None
+    after = {"deleting": True, "finalizers": list(updated["metadata"].get("finalizers") or []), "held": True}
+    current = api.get(machine_path(machine)) or {}
+    timestamp = (current.get("metadata") or {}).get("deletionTimestamp")
+    result = {**entry, "action": "marked", "finalizer_added": patch is not None, "held": True, "changed": True, "deletion_timestamp": timestamp}
+    return result, (before, after)
+
+
+def mark_for_deletion(api: KubeApi, selection: MachineSelection, check_mode: bool) -> dict:
+    if selection.machine and selection.namespace and get_machine(api, selection.namespace, selection.machine, selection.api_version) is None:
+        # Already gone: deleting it again is done (a re-run after the Machine went).
+        absent = {"name": selection.machine, "namespace": selection.namespace, "api_version": selection.api_version, "action": "absent"}
+        return {"changed": False, "machines": [{**absent, "finalizer_added": False, "held": False}]}
+    machines = select_machines(api, selection)
+    results, before, after = [], {}, {}
+    for machine in machines:
+        entry, diff = mark(api, machine, check_mode)
+        results.append(entry)
+        if diff:
+            key = f"{entry['namespace']}/{entry['name']}"
+            before[key], after[key] = diff
+    changes = [r.pop("changed") for r in results]
+    result = {"changed": any(changes), "machines": results}
+    if before:
+        result["diff"] = {"before": before, "after": after}
+    return result

@@ -1,0 +1,133 @@
+# Copyright: lifecycle.machine contributors
+# Apache License 2.0 (see LICENSE)
+"""The modules' side of the collection: the module object, the connection
+options, and :func:`run`, the one place that turns a feature's result or
+failure into ``exit_json`` / ``fail_json``. The only file that imports
+AnsibleModule.
+"""
+
+from __future__ import annotations
+
+import copy
+import sys
+import traceback
+from collections.abc import Callable
+from typing import Any
+
+from ansible.module_utils.basic import AnsibleModule, missing_required_lib
+
+from ansible_collections.lifecycle.machine.plugins.module_utils._errors import MachineError
+from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.client import api_from_module
+from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.errors import ApiError, Cancelled
+
+try:
+    from ansible_collections.kubernetes.core.plugins.module_utils.args_common import AUTH_ARG_SPEC
+    from ansible_collections.kubernetes.core.plugins.module_utils.k8s.core import AnsibleK8SModule
+    from ansible_collections.kubernetes.core.plugins.module_utils.k8s.exceptions import CoreException
+
+    HAS_K8S_CORE = True
+    K8S_CORE_IMPORT_ERROR = None
+except ImportError:  # pragma: no cover - reported by fail_json at run time
+    AUTH_ARG_SPEC = {}
+    AnsibleK8SModule = None
+
+    class CoreException(Exception):  # type: ignore[no-redef]
+        """Stand-in so this module imports without kubernetes.core."""
+
+    HAS_K8S_CORE = False
+    K8S_CORE_IMPORT_ERROR = traceback.format_exc()
+
+try:
+    from kubernetes import __version__ as KUBERNETES_VERSION
+
+    HAS_KUBERNETES = True
+    KUBERNETES_IMPORT_ERROR = None
+except ImportError:  # pragma: no cover
+    KUBERNETES_VERSION = None
+    HAS_KUBERNETES = False
+    KUBERNETES_IMPORT_ERROR = traceback.format_exc()
+
+# The oldest Python the modules run on (they run where the task runs, usually the controller).
+MIN_PYTHON = (3, 11)
+
+
+def python_error(version: tuple[int, ...] | None = None) -> str | None:
+    """Why this Python cannot run the collection's modules; None when it can."""
+    version = tuple(version or sys.version_info[:3])
+    if version[:2] >= MIN_PYTHON:
+        return None
+    found = ".".join(str(part) for part in version[:3])
+    wanted = ".".join(str(part) for part in MIN_PYTHON)
+    return (
+        f"lifecycle.machine needs Python {wanted} or newer on the host that runs its modules (usually the Ansible controller); "
+        f"this is Python {found}. Point ansible_python_interpreter at a newer Python, or use the collection's execution environment."
+    )
+
+
+def new_module(argument_spec: dict, **kwargs: Any) -> Any:
+    """The module object: kubernetes.core's AnsibleK8SModule (what its client
+    factory expects), with kubernetes.core's connection options added."""
+    spec = auth_argument_spec()
+    spec.update(argument_spec)
+    too_old = python_error()
+    if too_old or not HAS_K8S_CORE:
+        module = AnsibleModule(argument_spec=spec, **kwargs)
+        if too_old:
+            module.fail_json(msg=too_old)
+        module.fail_json(msg="The kubernetes.core collection is required by lifecycle.machine", exception=K8S_CORE_IMPORT_ERROR)
+    return AnsibleK8SModule(argument_spec=spec, check_pyyaml=False, **kwargs)
+
+
+def auth_argument_spec() -> dict:
+    """kubernetes.core's connection options (kubeconfig, context, host, ...)."""
+    return copy.deepcopy(AUTH_ARG_SPEC)
+
+
+def machine_argument_spec() -> dict:
+    """Options that choose Machines (doc fragment ``lifecycle.machine.machines``)."""
+    return {
+        "machine": {"type": "str"},
+        "label_selectors": {"type": "list", "elements": "str"},
+        "namespace": {"type": "str"},
+        "api_version": {"type": "str"},
+    }
+
+
+WAIT_ARGUMENT_SPEC = {
+    "wait": {"type": "bool", "default": False},
+    "wait_timeout": {"type": "int", "default": 120},
+    "wait_sleep": {"type": "int", "default": 2},
+}
+
+
+def run(module: Any, body: Callable[[Any], dict]) -> None:
+    """Run ``body(api)`` and report: exit_json with its result, or fail_json.
+
+    ``body`` returns the module result (must include ``changed``). Domain
+    errors (MachineError, with their partial result) and API errors become one
+    clear message naming the object and the server's reason. Requests the
+    transport had to retry are reported as one warning.
+    """
+    if not HAS_KUBERNETES:
+        module.fail_json(msg=missing_required_lib("kubernetes"), exception=KUBERNETES_IMPORT_ERROR)
+    api = None
+    try:
+        api = api_from_module(module)
+        result = body(api)
+    except MachineError as exc:
+        _warn_retries(module, api)
+        module.fail_json(msg=exc.msg, **exc.result)
+    except ApiError as exc:
+        _warn_retries(module, api)
+        module.fail_json(msg=f"Kubernetes API error: {exc.describe()}", status=exc.status)
+    except Cancelled as exc:
+        module.fail_json(msg=f"Cancelled: {exc}")
+    except CoreException as exc:  # kubernetes.core's error for unusable auth settings
+        module.fail_json(msg=str(exc))
+    _warn_retries(module, api)
+    module.exit_json(**result)
+
+
+def _warn_retries(module: Any, api: Any) -> None:
+    if api is not None and api.retries:
+        module.warn(f"Kubernetes API requests were retried after transient failures: {api.retry_summary()}")
