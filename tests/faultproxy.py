@@ -265,6 +265,8 @@ class _ProxyServer(http.server.ThreadingHTTPServer):
     def finish_request(self, request, client_address) -> None:
         # TLS is set up here, in the connection's own thread, so a slow handshake never blocks accept().
         proxy = self.proxy
+        with contextlib.suppress(OSError):  # headers and body go out as written, without waiting for an ACK (Nagle)
+            request.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         tls = proxy._server_context.wrap_socket(request, server_side=True, do_handshake_on_connect=False)
         self._tls_sockets[request] = tls
         if not proxy._track(tls):
