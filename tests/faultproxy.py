@@ -853,7 +853,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.kinds:
         kinds = {}
         for item in args.kinds.split(","):
-            name, _, weight = item.strip().partition("=")
+            name, _equals, weight = item.strip().partition("=")
             kinds[name] = float(weight or 1)
     exclude = []
     for rule in args.exclude:

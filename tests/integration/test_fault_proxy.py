@@ -210,7 +210,7 @@ def test_503_answers_a_status_and_never_forwards(fault_proxy, token: str, ns: st
     api = through(proxy, token)
     conn = api.connect()
     retry_after = []
-    for _ in range(12):
+    for _attempt in range(12):
         reply = api.call("GET", f"/api/v1/namespaces/{ns}", conn=conn)
         assert reply.status == 503 and reply.json == STATUS_503
         retry_after.append(reply.headers.get("Retry-After"))
@@ -315,7 +315,7 @@ def test_rate_is_roughly_kept(fault_proxy, token: str) -> None:
     proxy = fault_proxy(rate=0.15, seed=3, kinds={"503": 3, "429": 1})
     api = through(proxy, token)
     conn = api.connect()
-    statuses = [api.call("GET", "/version", conn=conn).status for _ in range(200)]
+    statuses = [api.call("GET", "/version", conn=conn).status for _request in range(200)]
     conn.close()
     stats = proxy.stats()
     assert stats.requests == 200
@@ -431,14 +431,14 @@ def test_many_concurrent_connections(fault_proxy, token: str) -> None:
     def client() -> None:
         conn = api.connect()
         try:
-            for _ in range(5):
+            for _request in range(5):
                 status = api.call("GET", "/version", conn=conn).status
                 with lock:
                     statuses.append(status)
         finally:
             conn.close()
 
-    clients = [threading.Thread(target=client) for _ in range(16)]
+    clients = [threading.Thread(target=client) for _client in range(16)]
     for thread in clients:
         thread.start()
     for thread in clients:
