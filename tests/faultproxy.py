@@ -122,11 +122,13 @@ subjectAltName = IP:127.0.0.1, DNS:localhost
 class Record(NamedTuple):
     """One request as the proxy saw it.
 
-    ``fault`` is the injected kind or None; ``status`` the upstream's HTTP status
-    (None when the upstream gave none); ``forwarded`` whether the upstream API
-    server received the request (True for ``reset_after``, False for ``503``,
-    ``429`` and ``reset``). ``status``/``forwarded`` of a request still in flight
-    (an open watch) are updated as it progresses."""
+    ``seq`` counts from 1 (again after ``reset_stats``); ``path`` is the request
+    target, query included; ``fault`` the injected kind or None; ``status`` the
+    upstream's HTTP status (None when the upstream gave none); ``forwarded``
+    whether the upstream API server received the request and answered it (True
+    for ``reset_after``, never for ``503``, ``429`` and ``reset``). A record is
+    added when the request arrives and completed when the upstream answers, so
+    an open watch already shows its status."""
 
     seq: int
     method: str
