@@ -219,33 +219,41 @@ def test_503_answers_a_status_and_never_forwards(fault_proxy, token: str, ns: st
     assert proxy.stats().faults == {"503": 12}
 
 
-def test_429_throttles_but_never_an_eviction(fault_proxy, token: str, direct: Api, ns: str) -> None:
-    proxy = fault_proxy(rate=1.0, kinds=["429"])
-    api = through(proxy, token)
+@pytest.fixture
+def running_pod(direct: Api, ns: str) -> str:
+    """A Running Pod ``p`` on a Node that does not exist, so a PodDisruptionBudget protects it
+    (a Pending one would not be); force-deleted afterwards, as no kubelet will ever confirm."""
     wait_for(lambda: direct.call("GET", f"/api/v1/namespaces/{ns}/serviceaccounts/default").status == 200, timeout=30, what="the default ServiceAccount")
-    # A Running Pod on a Node that does not exist: a PodDisruptionBudget protects it (a Pending one would not be).
     spec = {"nodeName": "fp-nowhere", "containers": [{"name": "c", "image": "x"}]}
     pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "labels": {"app": "p"}}, "spec": spec}
     pods = f"/api/v1/namespaces/{ns}/pods"
     assert direct.call("POST", pods, pod).status == 201
     status = {"status": {"phase": "Running"}}
     assert direct.call("PATCH", f"{pods}/p/status", status, content_type="application/merge-patch+json").status == 200
+    yield f"{pods}/p"
+    direct.call("DELETE", f"{pods}/p?gracePeriodSeconds=0")
+
+
+def test_429_throttles_but_never_an_eviction(fault_proxy, token: str, direct: Api, ns: str, running_pod: str) -> None:
+    proxy = fault_proxy(rate=1.0, kinds=["429"])
+    api = through(proxy, token)
     budget_spec = {"maxUnavailable": 0, "selector": {"matchLabels": {"app": "p"}}}
     budget = {"apiVersion": "policy/v1", "kind": "PodDisruptionBudget", "metadata": {"name": "pdb"}, "spec": budget_spec}
     assert direct.call("POST", f"/apis/policy/v1/namespaces/{ns}/poddisruptionbudgets", budget).status == 201
 
-    throttled = api.call("GET", f"{pods}/p")
+    throttled = api.call("GET", running_pod)
     assert throttled.status == 429 and throttled.headers["Retry-After"] == "1"
     assert throttled.json["reason"] == "TooManyRequests"
 
-    eviction = {"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": "p", "namespace": ns}}
-    refused = api.call("POST", f"{pods}/p/eviction", eviction)
+    eviction = {"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": "p", "namespace": ns}, "deleteOptions": {"gracePeriodSeconds": 0}}
+    refused = api.call("POST", f"{running_pod}/eviction", eviction)
     assert refused.status == 429 and "disruption budget" in refused.json["message"], refused.data  # the budget's own 429
     assert direct.call("DELETE", f"/apis/policy/v1/namespaces/{ns}/poddisruptionbudgets/pdb").status == 200
-    assert api.call("POST", f"{pods}/p/eviction", eviction).status == 201
+    assert api.call("POST", f"{running_pod}/eviction", eviction).status == 201
+    assert direct.call("GET", running_pod).status == 404
     assert summary(proxy) == [("GET", "429", None, False), ("POST", None, 429, True), ("POST", None, 201, True)]
-    assert "429" not in proxy.applicable_kinds("POST", f"{pods}/p/eviction")
-    assert proxy.applicable_kinds("POST", pods) == ["429"]
+    assert "429" not in proxy.applicable_kinds("POST", f"{running_pod}/eviction")
+    assert proxy.applicable_kinds("POST", f"/api/v1/namespaces/{ns}/pods") == ["429"]
 
 
 def test_reset_closes_the_connection_before_the_request_is_forwarded(fault_proxy, token: str, direct: Api, ns: str) -> None:
