@@ -8,6 +8,8 @@ unless ``LIFECYCLE_MACHINE_KUBECONFIG`` points at one that is already running
 
 from __future__ import annotations
 
+pytest_plugins = ["fault_fixtures"]
+
 import json
 import os
 import subprocess
