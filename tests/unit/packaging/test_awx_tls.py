@@ -23,6 +23,7 @@ BIN = Path(sys.executable).parent
 CA = "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n"
 WARNING = "WARNING: TLS verification is OFF"
 REFUSAL = "lifecycle_awx_k8s_verify_ssl is true but lifecycle_awx_k8s_ca_cert is empty"
+_PLAYBOOK = [str(BIN / "ansible-playbook"), "-i", "localhost,", "-c", "local", "-e", f"ansible_python_interpreter={sys.executable}"]
 REQUIRED = {
     "lifecycle_awx_project_url": "https://git.example.com/platform/lifecycle-machine.git",
     "lifecycle_awx_ee_image": "registry.example.com/platform/lifecycle-machine-ee:latest",
@@ -88,7 +89,7 @@ def _probe(tmp_path: Path, extra: dict) -> dict:
     playbook = tmp_path / "probe.yml"
     playbook.write_text(yaml.safe_dump(probe))
     ran = subprocess.run(
-        [str(BIN / "ansible-playbook"), "-i", "localhost,", "-c", "local", "-e", f"ansible_python_interpreter={sys.executable}", "-e", json.dumps({**REQUIRED, **extra}), str(playbook)],
+        [*_PLAYBOOK, "-e", json.dumps({**REQUIRED, **extra}), str(playbook)],
         capture_output=True,
         text=True,
         check=False,
@@ -126,7 +127,7 @@ def _configure(extra: dict) -> subprocess.CompletedProcess:
     warning run before the first awx.awx task fails."""
     env = {**os.environ, "CONTROLLER_HOST": "https://127.0.0.1:1", "CONTROLLER_OAUTH_TOKEN": "x", "ANSIBLE_NOCOLOR": "1"}
     return subprocess.run(
-        [str(BIN / "ansible-playbook"), "-i", "localhost,", "-c", "local", "-e", f"ansible_python_interpreter={sys.executable}", "-e", json.dumps({**REQUIRED, **extra}), str(CONFIGURE)],
+        [*_PLAYBOOK, "-e", json.dumps({**REQUIRED, **extra}), str(CONFIGURE)],
         capture_output=True,
         text=True,
         check=False,
