@@ -37,7 +37,8 @@ def tarball(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def _ee_dir(tmp_path: Path, *tarballs: Path) -> Path:
     work = tmp_path / "ee"
-    shutil.copytree(AWX, work)
+    # Without what a previous build may have left there.
+    shutil.copytree(AWX, work, ignore=shutil.ignore_patterns("*.tar.gz", "context"))
     for found in tarballs:
         shutil.copy(found, work / found.name)
     return work
