@@ -99,7 +99,7 @@ def test_create_ee_with_the_tarball_makes_a_context_that_installs_it(tmp_path: P
     local = tmp_path / "requirements.yml"
     local.write_text(yaml.safe_dump({"collections": [{**entry, "name": entry["name"].replace(IMAGE_DIR, str(collections))}]}))
     installed = subprocess.run(
-        [str(BIN / "ansible-galaxy"), "collection", "install", "--no-deps", "-r", str(local), "-p", str(tmp_path / "installed")],
+        [str(BIN / "ansible-galaxy"), "collection", "install", "--force", "--no-deps", "-r", str(local), "-p", str(tmp_path / "installed")],
         capture_output=True,
         text=True,
         check=False,
