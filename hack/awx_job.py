@@ -15,9 +15,9 @@ Restated from AWX's behaviour (no AWX code is imported or copied):
   could type is written with YAML's ``!unsafe`` tag, so Ansible never templates it; AWX's own
   ``awx_*``/``tower_*`` variables are added;
 * the "OpenShift or Kubernetes API Bearer Token" credential (``kubernetes_bearer_token`` injector):
-  ``K8S_AUTH_HOST``, ``K8S_AUTH_API_KEY``, and with "Verify SSL" and CA data ``K8S_AUTH_VERIFY_SSL=True`` and
-  ``K8S_AUTH_SSL_CA_CERT`` naming a file AWX writes under the private data dir's ``env/``; otherwise
-  ``K8S_AUTH_VERIFY_SSL=False``.
+  ``K8S_AUTH_HOST``, ``K8S_AUTH_API_KEY``, and with "Verify SSL" (an input that defaults to on) and non-empty
+  CA data ``K8S_AUTH_VERIFY_SSL=True`` and ``K8S_AUTH_SSL_CA_CERT`` naming a file AWX writes under the private
+  data dir's ``env/``; otherwise ``K8S_AUTH_VERIFY_SSL=False``, whatever "Verify SSL" says.
 """
 
 from __future__ import annotations
@@ -223,7 +223,8 @@ def dump_extravars(extra_vars: dict, trusted: dict | None = None) -> str:
 def kubernetes_bearer_token_env(inputs: dict, private_data_dir: Path) -> dict[str, str]:
     """The environment the "OpenShift or Kubernetes API Bearer Token" credential injects."""
     env = {"K8S_AUTH_HOST": inputs.get("host", ""), "K8S_AUTH_API_KEY": inputs.get("bearer_token", "")}
-    if inputs.get("verify_ssl") and "ssl_ca_cert" in inputs:
+    # get_input() falls back to the field's default (True); has_input() is false for "" and None.
+    if inputs.get("verify_ssl", True) and inputs.get("ssl_ca_cert") not in ("", None):
         env_dir = Path(private_data_dir) / "env"
         env_dir.mkdir(parents=True, exist_ok=True)
         handle, path = tempfile.mkstemp(dir=env_dir)

@@ -1,16 +1,70 @@
-"""The shipped execution-environment definition turns into a build context."""
+"""The execution environment in extensions/awx: its entry point (create-ee.sh) creates the build
+context from the collection tarball of any version, refuses clearly without one, and no file names
+one version's tarball."""
 
 from __future__ import annotations
 
+import os
+import re
 import shutil
 import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import yaml
 
 REPO = Path(__file__).resolve().parents[3]
+AWX = REPO / "extensions" / "awx"
 BIN = Path(sys.executable).parent
+IMAGE_DIR = "/tmp/collections"  # where the image build copies _build/collections/
+MISSING = "no lifecycle.machine collection tarball (lifecycle-machine-*.tar.gz)"
+
+
+@pytest.fixture(scope="module")
+def tarball(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("tarball")
+    built = subprocess.run(
+        [str(BIN / "ansible-galaxy"), "collection", "build", "--force", "--output-path", str(out), str(REPO)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert built.returncode == 0, built.stdout + built.stderr
+    (found,) = out.glob("lifecycle-machine-*.tar.gz")
+    return found
+
+
+def _ee_dir(tmp_path: Path, *tarballs: Path) -> Path:
+    work = tmp_path / "ee"
+    # Without what a previous build may have left there.
+    shutil.copytree(AWX, work, ignore=shutil.ignore_patterns("*.tar.gz", "context"))
+    for found in tarballs:
+        shutil.copy(found, work / found.name)
+    return work
+
+
+def _create_ee(work: Path, *args: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "ANSIBLE_BUILDER": str(BIN / "ansible-builder")}
+    return subprocess.run(
+        ["bash", str(work / "create-ee.sh"), "create", "-c", "context", "--output-filename", "Containerfile", *args],
+        cwd=work,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+
+
+def _image_check_step(containerfile: str) -> str:
+    (step,) = [line.removeprefix("RUN ") for line in containerfile.splitlines() if "collection-tarball.sh" in line and line.startswith("RUN ")]
+    return step
+
+
+def _run_image_check(containerfile: str, collections: Path) -> subprocess.CompletedProcess:
+    """The image build's check step, run on a copy of what the build copies to /tmp/collections."""
+    step = _image_check_step(containerfile).replace(IMAGE_DIR, str(collections))
+    return subprocess.run(["sh", "-c", step], capture_output=True, text=True, check=False)
 
 
 def test_collection_execution_environment_metadata_points_at_real_files() -> None:
@@ -22,21 +76,63 @@ def test_collection_execution_environment_metadata_points_at_real_files() -> Non
     assert "kubernetes" in requirements
 
 
-def test_ansible_builder_create_succeeds_on_the_shipped_definition(tmp_path: Path) -> None:
-    work = tmp_path / "ee"
-    shutil.copytree(REPO / "extensions" / "awx", work)
-    built = subprocess.run(
-        [str(BIN / "ansible-galaxy"), "collection", "build", "--force", "--output-path", str(work), str(REPO)],
+def test_create_ee_with_the_tarball_makes_a_context_that_installs_it(tmp_path: Path, tarball: Path) -> None:
+    work = _ee_dir(tmp_path, tarball)
+    created = _create_ee(work)
+    assert created.returncode == 0, created.stdout + created.stderr
+    assert "No matches" not in created.stdout + created.stderr
+
+    context = work / "context"
+    containerfile = (context / "Containerfile").read_text()
+    assert "ansible-galaxy collection install" in containerfile
+    assert (context / "_build" / "collections" / tarball.name).is_file()
+    assert "kubernetes" in (context / "_build" / "requirements.txt").read_text()
+
+    # What the image build does with it: the check step moves the tarball to the path requirements.yml
+    # names, and ansible-galaxy installs the collection of galaxy.yml's version from there.
+    collections = tmp_path / "image-collections"
+    shutil.copytree(context / "_build" / "collections", collections)
+    checked = _run_image_check(containerfile, collections)
+    assert checked.returncode == 0, checked.stderr
+    requirements = yaml.safe_load((context / "_build" / "requirements.yml").read_text())
+    (entry,) = [c for c in requirements["collections"] if c.get("type") == "file"]
+    local = tmp_path / "requirements.yml"
+    local.write_text(yaml.safe_dump({"collections": [{**entry, "name": entry["name"].replace(IMAGE_DIR, str(collections))}]}))
+    installed = subprocess.run(
+        [str(BIN / "ansible-galaxy"), "collection", "install", "--force", "--no-deps", "-r", str(local), "-p", str(tmp_path / "installed")],
         capture_output=True,
         text=True,
         check=False,
     )
-    assert built.returncode == 0, built.stderr
-    tarballs = list(work.glob("lifecycle-machine-*.tar.gz"))
-    assert len(tarballs) == 1
-    requirements = yaml.safe_load((work / "requirements.yml").read_text())
-    assert any(c["name"].endswith(tarballs[0].name) for c in requirements["collections"]), "requirements.yml names another version"
+    assert installed.returncode == 0, installed.stdout + installed.stderr
+    manifest = yaml.safe_load((tmp_path / "installed" / "ansible_collections" / "lifecycle" / "machine" / "MANIFEST.json").read_text())
+    assert manifest["collection_info"]["version"] == yaml.safe_load((REPO / "galaxy.yml").read_text())["version"]
 
+
+def test_create_ee_without_the_tarball_fails_and_says_how_to_build_it(tmp_path: Path) -> None:
+    work = _ee_dir(tmp_path)
+    created = _create_ee(work)
+    assert created.returncode != 0
+    assert MISSING in created.stderr
+    assert "ansible-galaxy collection build" in created.stderr
+    assert not (work / "context").exists(), "ansible-builder ran although the tarball is missing"
+
+
+def test_create_ee_refuses_two_tarballs(tmp_path: Path, tarball: Path) -> None:
+    other = tmp_path / "lifecycle-machine-0.0.9.tar.gz"
+    shutil.copy(tarball, other)
+    work = _ee_dir(tmp_path, tarball, other)
+    created = _create_ee(work)
+    assert created.returncode != 0
+    assert "2 collection tarballs" in created.stderr
+    assert "keep only the one to install" in created.stderr
+
+
+def test_plain_ansible_builder_only_warns_but_the_image_build_stops_clearly(tmp_path: Path) -> None:
+    """What docs/awx.md says of calling ansible-builder directly: it cannot refuse at create time
+    (if this starts failing, ansible-builder learnt to, and the docs should say so), and the image
+    build's first step after copying the context stops with the same message."""
+    work = _ee_dir(tmp_path)
     created = subprocess.run(
         [str(BIN / "ansible-builder"), "create", "-f", "execution-environment.yml", "-c", "context", "--output-filename", "Containerfile"],
         cwd=work,
@@ -45,8 +141,22 @@ def test_ansible_builder_create_succeeds_on_the_shipped_definition(tmp_path: Pat
         check=False,
     )
     assert created.returncode == 0, created.stdout + created.stderr
+    assert "No matches for 'lifecycle-machine-*.tar.gz'" in created.stdout + created.stderr
     context = work / "context"
-    containerfile = (context / "Containerfile").read_text()
-    assert "ansible-galaxy collection install" in containerfile or "install-from-bindep" in containerfile
-    assert (context / "_build" / "collections" / tarballs[0].name).is_file()
-    assert "kubernetes" in (context / "_build" / "requirements.txt").read_text()
+    copied = context / "_build" / "collections"
+    assert sorted(p.name for p in copied.iterdir()) == ["collection-tarball.sh"], "the COPY of _build/collections/ must not fail"
+    checked = _run_image_check((context / "Containerfile").read_text(), copied)
+    assert checked.returncode != 0
+    assert MISSING in checked.stderr
+
+
+def test_no_file_names_one_versions_tarball() -> None:
+    version = yaml.safe_load((REPO / "galaxy.yml").read_text())["version"]
+    tracked = subprocess.run(["git", "ls-files", "extensions/awx"], cwd=REPO, capture_output=True, text=True, check=True).stdout.split()
+    files = [REPO / name for name in tracked] + [REPO / "docs" / "awx.md"]
+    assert AWX / "requirements.yml" in files
+    for path in files:
+        text = path.read_text()
+        assert not re.search(r"lifecycle-machine-\d", text), f"{path.relative_to(REPO)} names a versioned tarball"
+    for name in ("execution-environment.yml", "requirements.yml", "create-ee.sh", "collection-tarball.sh"):
+        assert version not in (AWX / name).read_text(), f"extensions/awx/{name} names version {version}"

@@ -1,0 +1,176 @@
+"""The changelog: ``antsibull-changelog lint`` passes, and ``antsibull-changelog release`` of the
+coming version lists every module, role and playbook not released before under New Modules, New
+Roles and New Playbooks, and none of them as a minor or major change.
+
+``release`` rewrites changelogs/ and deletes the fragments, so it only ever runs in a temporary copy
+of the repository (its tracked and untracked, not ignored, files), never in the repository itself.
+antsibull-changelog finds new modules and plugins from their ``version_added``; roles and playbooks
+are registered with ``add object.role`` / ``add object.playbook`` fragments."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+REPO = Path(__file__).resolve().parents[3]
+BIN = Path(sys.executable).parent
+DATE = "2025-01-01"
+INTRODUCTION = re.compile(r"\bnew (module|role|playbook|plugin)s?\b", re.IGNORECASE)
+
+
+def _snapshot() -> dict[str, bytes]:
+    changelogs = REPO / "changelogs"
+    files = {str(p.relative_to(REPO)): p.read_bytes() for p in changelogs.rglob("*") if p.is_file()}
+    return {**files, "CHANGELOG.rst": (REPO / "CHANGELOG.rst").read_bytes() if (REPO / "CHANGELOG.rst").exists() else b""}
+
+
+SNAPSHOT = _snapshot()
+
+
+def _copy_repository(dest: Path) -> Path:
+    listed = subprocess.run(["git", "ls-files", "-co", "--exclude-standard", "-z"], cwd=REPO, capture_output=True, check=True).stdout
+    for name in filter(None, listed.decode().split("\0")):
+        source = REPO / name
+        if source.is_file():
+            (dest / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(source, dest / name)
+    return dest
+
+
+def _changelog(root: Path, *args: str) -> subprocess.CompletedProcess:
+    # antsibull-changelog runs ansible-doc, which must be the venv's.
+    env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}"}
+    env.pop("ANSIBLE_COLLECTIONS_PATH", None)
+    return subprocess.run([str(BIN / "antsibull-changelog"), *args], cwd=root, env=env, capture_output=True, text=True, check=False)
+
+
+def _sections(rst: str, version: str) -> dict[str, list[str]]:
+    """The bullet entries of each heading of one version in CHANGELOG.rst; plugin types under
+    "New Plugins" come as "New Plugins/<Type>"."""
+    lines = rst.splitlines()
+    start = lines.index(f"v{version}") + 2
+    sections: dict[str, list[str]] = {}
+    top = current = None
+    for index in range(start, len(lines)):
+        line = lines[index]
+        underline = lines[index + 1] if index + 1 < len(lines) else ""
+        if underline and set(underline) == {"="}:
+            break  # the next version
+        if underline and set(underline) == {"-"} and len(underline) == len(line):
+            top = current = line
+            sections[current] = []
+        elif underline and set(underline) == {"~"} and len(underline) == len(line):
+            current = f"{top}/{line}"
+            sections[current] = []
+        elif line.startswith("- ") and current:
+            sections[current].append(line[2:])
+    return sections
+
+
+def _names(entries: list[str]) -> set[str]:
+    return {entry.split(" - ", 1)[0] for entry in entries}
+
+
+def _released_before() -> dict[str, set[str]]:
+    """Modules, roles and playbooks of earlier releases in changelogs/changelog.yaml."""
+    changelog = yaml.safe_load((REPO / "changelogs" / "changelog.yaml").read_text())
+    released: dict[str, set[str]] = {"module": set(), "role": set(), "playbook": set()}
+    for release in (changelog.get("releases") or {}).values():
+        released["module"] |= {m["name"] for m in release.get("modules", [])}
+        for kind in ("role", "playbook"):
+            released[kind] |= {o["name"] for o in release.get("objects", {}).get(kind, [])}
+    return released
+
+
+@pytest.fixture(scope="module")
+def released(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
+    root = _copy_repository(tmp_path_factory.mktemp("repository"))
+    version = yaml.safe_load((root / "galaxy.yml").read_text())["version"]
+    done = _changelog(root, "release", "--version", version, "--date", DATE)
+    assert done.returncode == 0, done.stdout + done.stderr
+    return root, version
+
+
+def test_fragments_pass_lint(tmp_path: Path) -> None:
+    root = _copy_repository(tmp_path)
+    linted = _changelog(root, "lint")
+    assert linted.returncode == 0 and not linted.stdout.strip(), linted.stdout + linted.stderr
+
+
+def test_release_leaves_the_repository_alone(released: tuple[Path, str]) -> None:
+    assert _snapshot() == SNAPSHOT
+
+
+def test_new_content_is_listed_under_its_own_heading(released: tuple[Path, str]) -> None:
+    root, version = released
+    sections = _sections((root / "CHANGELOG.rst").read_text(), version)
+    before = _released_before()
+    expected = {
+        "New Modules": {p.stem for p in (REPO / "plugins" / "modules").glob("*.py") if p.stem != "__init__"} - before["module"],
+        "New Roles": {p.name for p in (REPO / "roles").iterdir() if (p / "tasks").is_dir()} - before["role"],
+        "New Playbooks": {p.stem for p in (REPO / "playbooks").glob("*.yml")} - before["playbook"],
+    }
+    for heading, names in expected.items():
+        listed = _names(sections.get(heading, []))
+        assert listed == {f"lifecycle.machine.{name}" for name in names}, heading
+
+
+def test_new_content_is_not_a_minor_or_major_change(released: tuple[Path, str]) -> None:
+    root, version = released
+    sections = _sections((root / "CHANGELOG.rst").read_text(), version)
+    new = {name.split(".")[-1] for heading in ("New Modules", "New Roles", "New Playbooks") for name in _names(sections.get(heading, []))}
+    assert new
+    for heading in ("Major Changes", "Minor Changes"):
+        for entry in sections.get(heading, []):
+            assert not INTRODUCTION.search(entry), f"{heading} introduces new content (register it instead): {entry}"
+            subject = entry.split(" - ", 1)[0]
+            assert subject not in new, f"{heading}: {subject} is new in {version}, so this is no change to it: {entry}"
+
+
+def test_release_has_a_summary(released: tuple[Path, str]) -> None:
+    root, version = released
+    assert "Release Summary" in _sections((root / "CHANGELOG.rst").read_text(), version)
+
+
+def test_a_later_inventory_plugin_is_listed_as_a_new_plugin(released: tuple[Path, str]) -> None:
+    """The coming inventory plugin (lifecycle.machine.machines) needs nothing but its version_added."""
+    root, version = released
+    later = "99.0.0"
+    galaxy = root / "galaxy.yml"
+    galaxy.write_text(galaxy.read_text().replace(f"version: {version}", f"version: {later}"))
+    plugin = root / "plugins" / "inventory" / "machines.py"
+    plugin.parent.mkdir(parents=True, exist_ok=True)
+    plugin.write_text(
+        f'''DOCUMENTATION = r"""
+name: machines
+short_description: Machines as inventory hosts
+version_added: {later}
+description: [Stand-in for the coming inventory plugin.]
+options:
+  plugin:
+    description: The name of this plugin.
+    required: true
+    choices: [lifecycle.machine.machines]
+"""
+
+from ansible.plugins.inventory import BaseInventoryPlugin
+
+
+class InventoryModule(BaseInventoryPlugin):
+    NAME = "lifecycle.machine.machines"
+'''
+    )
+    done = _changelog(root, "release", "--version", later, "--date", DATE)
+    assert done.returncode == 0, done.stdout + done.stderr
+    rst = (root / "CHANGELOG.rst").read_text()
+    sections = _sections(rst, later)
+    assert _names(sections.get("New Plugins/Inventory", [])) == {"lifecycle.machine.machines"}, sections
+    assert "New Modules" not in sections, "modules of the earlier release must not come back"
+    assert "New Roles" not in _sections(rst, later)
