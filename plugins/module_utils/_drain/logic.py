@@ -13,6 +13,7 @@ kubernetes-sigs/cluster-api (SPEC.md section 3 is the decision where they differ
 from __future__ import annotations
 
 import datetime as _dt
+import json
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -760,3 +761,17 @@ class PodWait:
             if self.waiting and not self.pending:
                 return "gone"
         return None
+
+
+def go_quote(text: str) -> str:
+    """Go's ``%q`` of a plain string, as upstream Event messages quote names."""
+    return json.dumps(text, ensure_ascii=False)
+
+
+def merge_rules(inline: list[dict], served: list[dict], namespace: str | None) -> list[dict]:
+    """Inline rules and the cluster's MachineDrainRules of ``namespace`` as one
+    validated list, sorted by name. An inline rule replaces a cluster rule of
+    the same name. Raises DrainRuleError naming an invalid rule."""
+    merged = {rule["name"]: rule for rule in normalize_rules(served, namespace=namespace)}
+    merged.update({rule["name"]: rule for rule in normalize_rules(inline)})
+    return [merged[name] for name in sorted(merged)]

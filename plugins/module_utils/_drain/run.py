@@ -31,7 +31,7 @@ from ansible_collections.lifecycle.machine.plugins.module_utils._drain.api impor
     set_unschedulable,
     wait_for_pods,
 )
-from ansible_collections.lifecycle.machine.plugins.module_utils._drain.logic import PodDecision, normalize_rules, plan_drain
+from ansible_collections.lifecycle.machine.plugins.module_utils._drain.logic import PodDecision, go_quote, merge_rules, normalize_rules, plan_drain
 from ansible_collections.lifecycle.machine.plugins.module_utils._errors import MachineError
 from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.client import KubeApi
 from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.errors import ApiError
@@ -53,7 +53,14 @@ from ansible_collections.lifecycle.machine.plugins.module_utils._machine.conditi
     STAGE_PRE_DRAIN,
     Stage,
 )
-from ansible_collections.lifecycle.machine.plugins.module_utils._machine.flavour import PRE_DRAIN, Flavour, Hook, flavour_for, is_deleting, machine_label
+from ansible_collections.lifecycle.machine.plugins.module_utils._machine.flavour import (
+    PRE_DRAIN,
+    Flavour,
+    flavour_for,
+    hooks_text,
+    is_deleting,
+    machine_label,
+)
 from ansible_collections.lifecycle.machine.plugins.module_utils._timeutil import now, rfc3339
 
 DRAINED, CORDONED, UNCORDONED = "drained", "cordoned", "uncordoned"
@@ -80,24 +87,6 @@ class DrainRequest:
 
 # ---------------------------------------------------------------------------
 # Pure helpers (unit-tested)
-
-
-def go_quote(text: str) -> str:
-    """Go's ``%q`` of a plain string, as upstream Event messages quote names."""
-    return json.dumps(text, ensure_ascii=False)
-
-
-def hooks_text(hooks: list[Hook]) -> str:
-    return ", ".join(f"{hook.name} (owner {hook.owner})" for hook in hooks)
-
-
-def merge_rules(inline: list[dict], served: list[dict], namespace: str | None) -> list[dict]:
-    """Inline rules and the cluster's MachineDrainRules of ``namespace`` as one
-    validated list, sorted by name. An inline rule replaces a cluster rule of
-    the same name. Raises DrainRuleError naming an invalid rule."""
-    merged = {rule["name"]: rule for rule in normalize_rules(served, namespace=namespace)}
-    merged.update({rule["name"]: rule for rule in normalize_rules(inline)})
-    return [merged[name] for name in sorted(merged)]
 
 
 def wait_seconds(drain: DrainPass, *, wait_sleep: float, remaining: float, resync: float = RESYNC_SECONDS) -> float:

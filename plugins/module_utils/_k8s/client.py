@@ -172,6 +172,10 @@ class KubeApi:
     def cancelled(self) -> bool:
         return self._cancelled.is_set()
 
+    def monotonic(self) -> float:
+        """The transport's clock (``time.monotonic``): deadlines and waits are measured on it."""
+        return self._clock()
+
     def sleep(self, seconds: float) -> None:
         """Pause, but wake up (and raise Cancelled) as soon as the run is cancelled."""
         if self._cancelled.wait(max(0.0, seconds)):

@@ -13,7 +13,6 @@ faults without missing a change, and ends the moment the change lands.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from typing import Any
 
@@ -42,14 +41,15 @@ def watch_until(
     MODIFIED and DELETED event to ``on_event`` until it returns True.
 
     Returns ``"done"`` when ``on_event`` (or ``relist``) said so, ``"timeout"``
-    when ``deadline`` (a ``time.monotonic()`` value) passed first, and
+    when ``deadline`` (a ``api.monotonic()`` value) passed first, and
     ``"resync"`` when the resourceVersion expired and there is no ``relist``
+    (deadlines are on the transport's clock, ``api.monotonic()``)
     (the caller reads the state again itself). ``relist()`` re-reads the state
     and returns ``(done, resource_version to watch from)``.
     """
     version = resource_version
     while True:
-        if deadline - time.monotonic() <= 0:
+        if deadline - api.monotonic() <= 0:
             return TIMEOUT
         if version is None:
             if relist is None:
@@ -73,7 +73,7 @@ def _follow(
         resource_version=version,
         field_selector=field_selector,
         label_selector=label_selector,
-        timeout=max(1, min(MAX_WATCH_SECONDS, int(deadline - time.monotonic()))),
+        timeout=max(1, min(MAX_WATCH_SECONDS, int(deadline - api.monotonic()))),
         bookmarks=True,
     )
     try:
@@ -84,14 +84,14 @@ def _follow(
             version = ((event.get("object") or {}).get("metadata") or {}).get("resourceVersion") or version
             if event.get("type") in ("ADDED", "MODIFIED", "DELETED") and on_event(event):
                 return DONE, version
-            if time.monotonic() >= deadline:
+            if api.monotonic() >= deadline:
                 return TIMEOUT, version
     except ApiError as exc:
         if exc.status in _EXPIRED:
             return None, None
         if exc.status != 0:
             raise
-        api.sleep(min(REOPEN_PAUSE, max(0.0, deadline - time.monotonic())))
+        api.sleep(min(REOPEN_PAUSE, max(0.0, deadline - api.monotonic())))
     finally:
         events.close()
     return None, version

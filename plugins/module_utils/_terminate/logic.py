@@ -34,6 +34,7 @@ from ansible_collections.lifecycle.machine.plugins.module_utils._machine.flavour
     Flavour,
     Hook,
     ObjectRef,
+    hooks_text,
     is_deleting,
     machine_label,
 )
@@ -183,11 +184,6 @@ def node_deletion_deadline(machine: dict, flavour: Flavour) -> _dt.datetime | No
     if not timeout or deleted_at is None:
         return None
     return deleted_at + _dt.timedelta(seconds=timeout)
-
-
-def hooks_text(hooks: list[Hook]) -> str:
-    """``name (owner o), ...`` for messages."""
-    return ", ".join(f"{hook.name} (owner {hook.owner})" for hook in hooks)
 
 
 def hook_dicts(hooks: list[Hook]) -> list[dict]:

@@ -16,8 +16,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from ansible_collections.lifecycle.machine.plugins.module_utils._drain.api import PodContext, list_node_pods, served_drain_rules
-from ansible_collections.lifecycle.machine.plugins.module_utils._drain.logic import SKIP, classify_pods, is_node_unreachable, normalize_rules, pod_key
-from ansible_collections.lifecycle.machine.plugins.module_utils._drain.run import merge_rules
+from ansible_collections.lifecycle.machine.plugins.module_utils._drain.logic import (
+    SKIP,
+    classify_pods,
+    is_node_unreachable,
+    merge_rules,
+    normalize_rules,
+    pod_key,
+)
 from ansible_collections.lifecycle.machine.plugins.module_utils._errors import MachineError
 from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.client import KubeApi
 from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.errors import ApiError

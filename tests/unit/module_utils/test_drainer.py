@@ -21,11 +21,13 @@ from ansible_collections.lifecycle.machine.plugins.module_utils._drain.logic imp
     DrainRuleError,
     PodDecision,
     PodWait,
+    go_quote,
+    merge_rules,
     plan_drain,
 )
-from ansible_collections.lifecycle.machine.plugins.module_utils._drain.run import PodLedger, go_quote, hooks_text, merge_rules, wait_seconds
+from ansible_collections.lifecycle.machine.plugins.module_utils._drain.run import PodLedger, wait_seconds
 from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.errors import ApiError
-from ansible_collections.lifecycle.machine.plugins.module_utils._machine.flavour import Hook
+from ansible_collections.lifecycle.machine.plugins.module_utils._machine.flavour import Hook, hooks_text
 
 PDB = "Cannot evict pod as it would violate the pod's disruption budget."
 

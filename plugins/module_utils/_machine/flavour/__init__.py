@@ -30,6 +30,7 @@ from ansible_collections.lifecycle.machine.plugins.module_utils._machine.flavour
     Hook,
     ObjectRef,
     hooks_summary,
+    hooks_text,
     is_deleting,
     machine_label,
 )
@@ -57,6 +58,7 @@ __all__ = [
     "OpenShiftFlavour",
     "flavour_for",
     "hooks_summary",
+    "hooks_text",
     "is_deleting",
     "machine_label",
 ]

@@ -299,3 +299,8 @@ def _find_condition(conditions: list[dict], condition_type: str) -> dict | None:
 def hooks_summary(hooks: dict[str, list[Hook]]) -> dict[str, list[dict]]:
     """Hooks per point as plain dicts (module return values)."""
     return {point: [hook.as_dict() for hook in point_hooks] for point, point_hooks in hooks.items()}
+
+
+def hooks_text(hooks: list[Hook]) -> str:
+    """``name (owner o), ...`` for messages."""
+    return ", ".join(f"{hook.name} (owner {hook.owner})" for hook in hooks)
