@@ -219,10 +219,13 @@ def run_module(kubeconfig: str) -> Callable[..., dict]:
 
     ``run_module("machine_hook", {...}, check=False, diff=False)`` returns the
     module's result dict (``failed``/``msg`` on failure). Auth comes from
-    ``K8S_AUTH_KUBECONFIG``, exactly as AWX credentials inject it.
+    ``K8S_AUTH_KUBECONFIG``, exactly as AWX credentials inject it
+    (``via=`` another kubeconfig, say a fault proxy's).
     """
 
-    def _run(module: str, params: dict, check: bool = False, diff: bool = False, timeout: float = 600) -> dict:
+    def _run(
+        module: str, params: dict, check: bool = False, diff: bool = False, timeout: float = 600, via: str | None = None, env_extra: dict | None = None
+    ) -> dict:
         args = json.dumps(params)
         command = [
             str(Path(sys.executable).parent / "ansible"),
@@ -240,10 +243,11 @@ def run_module(kubeconfig: str) -> Callable[..., dict]:
             command.append("--check")
         if diff:
             command.append("--diff")
-        env = ansible_env(kubeconfig)
+        env = ansible_env(via or kubeconfig)
         env["ANSIBLE_LOAD_CALLBACK_PLUGINS"] = "1"
         env["ANSIBLE_STDOUT_CALLBACK"] = "ansible.posix.json"
         env["ANSIBLE_PYTHON_INTERPRETER"] = sys.executable
+        env.update(env_extra or {})
         proc = subprocess.run(command, capture_output=True, text=True, env=env, timeout=timeout, check=False)
         try:
             report = json.loads(proc.stdout)
