@@ -466,3 +466,27 @@ def test_opening_a_watch_is_retried_and_an_expired_version_is_410() -> None:
         list(api.watch(PODS, resource_version="1"))
     assert caught.value.status == 410
     assert api.request_count == 3
+
+
+def test_opening_a_watch_does_not_retry_a_certificate_failure() -> None:
+    api, client, clock = make_api(deadline=300)
+    client.script(ok({}))
+    api.get(PODS)  # the server answered before: a retry would go on until the deadline
+    text = "[SSL: CERTIFICATE_VERIFY_FAILED] certificate verify failed: self-signed certificate in certificate chain (_ssl.c:1000)"
+    client.always = lambda _sent: ssl_error(text)
+    with pytest.raises(ApiError) as caught:
+        list(api.watch(PODS))
+    assert caught.value.status == 0
+    assert text in caught.value.reason
+    assert api.request_count == 2
+    assert clock.sleeps == []
+
+
+def test_an_error_answer_to_a_watch_is_contact_with_the_server() -> None:
+    api, client, clock = make_api(deadline=60)
+    client.always = lambda _sent: status(503, Retry_After="1")
+    with pytest.raises(ApiError) as caught:
+        list(api.watch(PODS))
+    assert caught.value.status == 503
+    assert clock() - 1000.0 > 2 * FIRST_CONTACT_BUDGET, "a server that answers is waited for until the deadline"
+    assert api.retries == {"503 Service Unavailable": api.request_count - 1}
