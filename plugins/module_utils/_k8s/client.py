@@ -121,7 +121,8 @@ class _Attempts:
         wait = api.policy.delay(self.count - 1, failure.retry_after)
         if api._clock() + wait >= api._window_end(self.started):
             raise self.error(failure, data)
-        api.retries[_retry_label(failure)] += 1
+        with api._lock:  # concurrent requests (a batch of evictions) share the counter
+            api.retries[_retry_label(failure)] += 1
         self.ambiguous = self.ambiguous or failure.may_be_applied
         api.sleep(wait)
         if failure.may_be_applied and self.verify is not None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections import Counter
 
 import pytest
 from fake_api_client import FakeApiClient, LegacyApiClient, Response, make_api, ok, read_timeout, refused, reset, ssl_error, status
@@ -490,3 +491,39 @@ def test_an_error_answer_to_a_watch_is_contact_with_the_server() -> None:
     assert caught.value.status == 503
     assert clock() - 1000.0 > 2 * FIRST_CONTACT_BUDGET, "a server that answers is waited for until the deadline"
     assert api.retries == {"503 Service Unavailable": api.request_count - 1}
+
+
+def test_retries_of_concurrent_requests_are_all_counted() -> None:
+    """Evictions run in parallel through one KubeApi: no retry may go uncounted."""
+
+    class SlowCounter(Counter):
+        # Widens the read-modify-write of ``retries[label] += 1``, so unguarded updates get lost.
+        def __getitem__(self, key):
+            value = super().__getitem__(key)
+            time.sleep(0.05)
+            return value
+
+    api, client, _clock = make_api()
+    api.retries = SlowCounter()
+    threads = 4
+    together = threading.Barrier(threads)
+    answered: set[int] = set()
+    lock = threading.Lock()
+
+    def answer(_sent):
+        with lock:
+            first = threading.get_ident() not in answered
+            answered.add(threading.get_ident())
+        if first:
+            together.wait(5)  # every thread fails at the same moment, then counts its retry
+            return status(503)
+        return ok(OBJ)
+
+    client.always = answer
+    workers = [threading.Thread(target=api.get, args=(MACHINE,)) for _ in range(threads)]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join(10)
+    assert api.request_count == 2 * threads
+    assert api.retries == {"503 Service Unavailable": threads}
