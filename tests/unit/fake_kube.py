@@ -38,8 +38,8 @@ def _pointer(path: str) -> list[str]:
     return [part.replace("~1", "/").replace("~0", "~") for part in path.split("/")[1:]]
 
 
-def json_patch(target: dict, operations: list[dict]) -> dict:
-    """The ``test``, ``add`` and ``remove`` operations of RFC 6902 (what the collection sends)."""
+def json_patch(target: dict, operations: list[dict], path: str = "") -> dict:
+    """The ``test``, ``add`` and ``remove`` operations of RFC 6902 (what the collection sends) on the object at ``path``."""
     result = copy.deepcopy(target)
     for op in operations:
         *parents, last = _pointer(op["path"])
@@ -52,7 +52,7 @@ def json_patch(target: dict, operations: list[dict]) -> dict:
             else:
                 current = node.get(last) if isinstance(node, dict) else None
             if current != op["value"]:
-                raise ApiError(422, "Unprocessable Entity", {"message": f"the test of {op['path']} failed"}, "PATCH", "")
+                raise ApiError(422, "Unprocessable Entity", {"message": f"the test of {op['path']} failed"}, "PATCH", path)
         elif op["op"] == "add":
             if isinstance(node, list):
                 node.insert(len(node) if last == "-" else int(last), op["value"])
@@ -256,6 +256,8 @@ class FakeKube:
         return copy.deepcopy(obj)
 
     def _collection(self, path: str, label_selector: str | None, field_selector: str | None) -> list[dict] | None:
+        if not _is_collection(path):
+            return None  # a missing object, not an empty list
         prefix = path.rstrip("/") + "/"
         found = [
             copy.deepcopy(obj)
@@ -290,7 +292,7 @@ class FakeKube:
             raise ApiError(404, "Not Found", {"message": f"{target} not found"}, "PATCH", path)
         current = self.objects[target]
         if content_type == "application/json-patch+json":
-            updated = json_patch(current, body)
+            updated = json_patch(current, body, path)
         else:
             wanted = ((body or {}).get("metadata") or {}).get("resourceVersion")
             if wanted is not None and wanted != current["metadata"]["resourceVersion"]:
@@ -332,6 +334,15 @@ class FakeKube:
     def finish(self, path: str) -> None:
         """A terminating object (say, an evicted Pod) goes away."""
         self._remove(path)
+
+
+def _is_collection(path: str) -> bool:
+    """Whether a REST path names a collection (``/api/v1/nodes``, ``.../namespaces/ns/pods``) rather than one object."""
+    parts = [part for part in path.split("/") if part]
+    rest = parts[2:] if parts[:1] == ["api"] else parts[3:]
+    if rest[:1] == ["namespaces"] and len(rest) >= 3:
+        rest = rest[2:]
+    return len(rest) == 1
 
 
 def _matches(obj: dict, label_selector: str | None, field_selector: str | None) -> bool:

@@ -121,7 +121,8 @@ class _Attempts:
         wait = api.policy.delay(self.count - 1, failure.retry_after)
         if api._clock() + wait >= api._window_end(self.started):
             raise self.error(failure, data)
-        api.retries[_retry_label(failure)] += 1
+        with api._lock:  # concurrent requests (a batch of evictions) share the counter
+            api.retries[_retry_label(failure)] += 1
         self.ambiguous = self.ambiguous or failure.may_be_applied
         api.sleep(wait)
         if failure.may_be_applied and self.verify is not None:
@@ -230,15 +231,25 @@ class KubeApi:
                 status, data, headers = response.status, response.data, response.headers
             finally:
                 response.release_conn()
-        except _TRANSPORT_ERRORS as exc:
+        except (*_TRANSPORT_ERRORS, ApiException) as exc:
+            return self._raised(call, exc)
+        return self._answer(status, data, headers)
+
+    def _raised(self, call: _Call, exc: BaseException) -> tuple[Failure | None, Any]:
+        """What the client raising ``exc`` means: no answer (status 0; raises
+        at once for a certificate the server cannot be trusted with), or the
+        answer the client turned into an ApiException."""
+        if not isinstance(exc, ApiException):
             return Failure(0, _transport_reason(exc), sent=not isinstance(exc, ConnectTimeoutError)), None
-        except ApiException as exc:
-            status, data, headers = exc.status or 0, exc.body, getattr(exc, "headers", None) or {}
-            if status == 0:
-                reason = str(exc.reason or exc)
-                if _is_permanent_tls_error(reason):
-                    raise ApiError(0, reason, None, call.method, call.path) from None
-                return Failure(0, reason.splitlines()[0] if reason else "no answer", sent=not reason.startswith("SSLError")), None
+        if exc.status:
+            return self._answer(exc.status, exc.body, getattr(exc, "headers", None) or {})
+        reason = str(exc.reason or exc)
+        if _is_permanent_tls_error(reason):
+            raise ApiError(0, reason, None, call.method, call.path) from None
+        return Failure(0, reason.splitlines()[0] if reason else "no answer", sent=not reason.startswith("SSLError")), None
+
+    def _answer(self, status: int, data: Any, headers: Any) -> tuple[Failure | None, Any]:
+        """(None, body) for a success, else (the failure, its body); the server has now answered."""
         self._answered = True
         if 200 <= status <= 299:
             return None, data
@@ -341,18 +352,16 @@ class KubeApi:
             attempts.start()
             try:
                 response = self._open(call, (CONNECT_TIMEOUT, timeout + WATCH_SLACK))
-            except _TRANSPORT_ERRORS as exc:
-                failure, data = Failure(0, _transport_reason(exc), sent=not isinstance(exc, ConnectTimeoutError)), None
-            except ApiException as exc:
-                headers = getattr(exc, "headers", None)
-                failure, data = Failure(exc.status or 0, str(exc.reason or ""), retry_after=parse_retry_after(_header(headers, "Retry-After"))), exc.body
+            except (*_TRANSPORT_ERRORS, ApiException) as exc:
+                failure, data = self._raised(call, exc)
             else:
                 if 200 <= response.status <= 299:
                     self._answered = True
                     return response
-                data = response.data
-                response.release_conn()
-                failure = Failure(response.status, http_reason(response.status), retry_after=parse_retry_after(_header(response.headers, "Retry-After")))
+                try:
+                    failure, data = self._answer(response.status, response.data, response.headers)
+                finally:
+                    response.release_conn()
             attempts.failed(failure, data)
 
     # -- conveniences ----------------------------------------------------------

@@ -1,4 +1,4 @@
-"""Unit tests for the condition rules and the exact upstream condition strings (SPEC §6)."""
+"""Unit tests for the condition rules and the exact upstream condition strings (docs/behaviour.md §6)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Unit tests for the flavour adapter (SPEC §1): where each Machine flavour keeps
+"""Unit tests for the flavour adapter (docs/behaviour.md §1): where each Machine flavour keeps
 hooks, timeouts, references, start times and conditions, from plain dicts."""
 
 from __future__ import annotations

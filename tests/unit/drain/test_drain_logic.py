@@ -1,4 +1,4 @@
-"""Unit tests for the pure drain logic (SPEC.md section 3), one rule at a time."""
+"""Unit tests for the pure drain logic (docs/behaviour.md §3), one rule at a time."""
 
 from __future__ import annotations
 
