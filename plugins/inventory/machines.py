@@ -1,0 +1,241 @@
+# Copyright: lifecycle.machine contributors
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+name: machines
+short_description: OpenShift Machine API and Cluster API Machines as inventory hosts
+version_added: 0.1.0
+description:
+  - Reads the Machines of one or more clusters, of both flavours (C(machine.openshift.io/v1beta1) and
+    C(cluster.x-k8s.io) v1beta1 / v1beta2, the version the cluster prefers), and makes each one a host.
+  - Hosts are named C(<namespace>.<name>); a namespace never contains a dot, so the name is unambiguous.
+  - Each host gets the fields M(lifecycle.machine.machine_info) reports, as host variables prefixed with C(machine_)
+    (C(machine_name), C(machine_namespace), C(machine_api_version), C(machine_flavour), C(machine_phase),
+    C(machine_deleting), C(machine_node_name), C(machine_cluster_name), C(machine_hooks), C(machine_gates),
+    C(machine_conditions), C(machine_labels), C(machine_annotations), ...), plus C(machine_connection), the name of the
+    connection it came from. Tasks for a Machine run on the controller (C(ansible_connection=local), with the
+    Python that runs Ansible).
+  - "Groups: C(lm_machines) (every Machine), C(lm_openshift) and C(lm_clusterapi) (flavour), C(lm_cluster_<cluster>),
+    C(lm_machineset_<name>) (OpenShift MachineSet or Cluster API MachineSet), C(lm_machinedeployment_<name>) (Cluster API),
+    C(lm_phase_<phase>), C(lm_deleting) (marked for deletion), and C(lm_connection_<connection>). Group names are
+    lower case with anything but letters, digits and underscores replaced by C(_)."
+  - Use C(compose), C(groups) and C(keyed_groups) to build more, for example a group of the Machines to delete.
+  - The file must end in C(.machines.yml) or C(.machines.yaml).
+author:
+  - lifecycle.machine maintainers (@lifecycle-machine)
+extends_documentation_fragment:
+  - constructed
+  - inventory_cache
+options:
+  plugin:
+    description: The name of this plugin; it must be C(lifecycle.machine.machines).
+    type: str
+    required: true
+    choices: [lifecycle.machine.machines]
+  connections:
+    description:
+      - The clusters to read, each with kubernetes.core's connection options. Unset options come from the
+        C(K8S_AUTH_*) environment variables (how AWX injects credentials), then the default kubeconfig or the
+        in-cluster service account, exactly as for the collection's modules.
+      - Without it, one connection from the environment is used.
+    type: list
+    elements: dict
+    default: []
+    suboptions:
+      name:
+        description: The connection's name, for the C(lm_connection_<name>) group and C(machine_connection). Defaults to
+          the context, else the host, else C(default).
+        type: str
+      kubeconfig:
+        description: Path of a kubeconfig file.
+        type: path
+      context:
+        description: The kubeconfig context to use.
+        type: str
+      host:
+        description: The API server URL.
+        type: str
+      api_key:
+        description: A bearer token.
+        type: str
+      validate_certs:
+        description: Whether to verify the API server's certificate.
+        type: bool
+        aliases: [verify_ssl]
+      ca_cert:
+        description: Path of the CA bundle that signed the API server's certificate.
+        type: path
+        aliases: [ssl_ca_cert]
+      client_cert:
+        description: Path of a client certificate.
+        type: path
+        aliases: [cert_file]
+      client_key:
+        description: Path of the client certificate's key.
+        type: path
+        aliases: [key_file]
+      proxy:
+        description: An HTTP proxy URL.
+        type: str
+      no_proxy:
+        description: Hosts to reach without the proxy.
+        type: str
+      impersonate_user:
+        description: The user to act as.
+        type: str
+      impersonate_groups:
+        description: The groups to act as.
+        type: list
+        elements: str
+      namespaces:
+        description: Read Machines of these namespaces only (default every namespace).
+        type: list
+        elements: str
+      label_selectors:
+        description: Read only Machines matching all of these label selectors.
+        type: list
+        elements: str
+      api_version:
+        description: Read only this API (for example V(cluster.x-k8s.io/v1beta1)); default every flavour the cluster serves.
+        type: str
+"""
+
+EXAMPLES = r"""
+# deleting.machines.yml: every Machine of the cluster in $K8S_AUTH_KUBECONFIG, and a group of
+# the workers of MachineDeployment md-0 whose Node is not Ready: the ones to replace.
+plugin: lifecycle.machine.machines
+groups:
+  lm_deleting_candidates: >-
+    machine_labels['cluster.x-k8s.io/deployment-name'] | default('') == 'md-0'
+    and (machine_conditions | selectattr('type', 'equalto', 'NodeHealthy') | selectattr('status', 'equalto', 'False') | list | length > 0)
+
+# Two clusters, only the openshift-machine-api namespace of the first.
+plugin: lifecycle.machine.machines
+connections:
+  - name: prod
+    kubeconfig: ~/.kube/prod
+    namespaces: [openshift-machine-api]
+  - name: staging
+    context: staging-admin
+keyed_groups:
+  - key: machine_labels['machine.openshift.io/cluster-api-machine-role'] | default('none')
+    prefix: role
+"""
+
+import re
+
+from ansible.errors import AnsibleParserError
+from ansible.plugins.inventory import BaseInventoryPlugin, Cacheable, Constructable
+
+try:
+    from ansible_collections.lifecycle.machine.plugins.module_utils._errors import MachineError
+    from ansible_collections.lifecycle.machine.plugins.module_utils._info.logic import describe
+    from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.client import api_from_options
+    from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.errors import ApiError
+    from ansible_collections.lifecycle.machine.plugins.module_utils._machine.api import list_machines
+    from ansible_collections.lifecycle.machine.plugins.module_utils._machine.flavour import OPENSHIFT
+
+    IMPORT_ERROR = None
+except ImportError as exc:  # the kubernetes client or kubernetes.core missing
+    IMPORT_ERROR = exc
+
+# The connection options passed on to kubernetes.core's client factory.
+AUTH_OPTIONS = ("kubeconfig", "context", "host", "api_key", "validate_certs", "ca_cert", "client_cert", "client_key", "proxy", "no_proxy")
+IMPERSONATION = ("impersonate_user", "impersonate_groups")
+# Labels that name a Machine's MachineSet and MachineDeployment.
+MACHINESET_LABELS = ("machine.openshift.io/cluster-api-machineset", "cluster.x-k8s.io/set-name")
+MACHINEDEPLOYMENT_LABEL = "cluster.x-k8s.io/deployment-name"
+OPENSHIFT_CLUSTER_LABEL = "machine.openshift.io/cluster-api-cluster"
+
+
+def group_name(prefix: str, value: str) -> str:
+    """``lm_<prefix>_<value>``, lower case, anything but letters, digits and ``_`` as ``_``."""
+    return re.sub(r"[^a-z0-9_]", "_", f"lm_{prefix}_{value}".lower())
+
+
+def host_name(info: dict) -> str:
+    return f"{info['namespace']}.{info['name']}"
+
+
+def host_groups(info: dict, connection: str) -> list[str]:
+    """The groups a Machine belongs to, from its machine_info view."""
+    labels = info.get("labels") or {}
+    groups = ["lm_machines", "lm_openshift" if info["flavour"] == OPENSHIFT else "lm_clusterapi", group_name("connection", connection)]
+    cluster = info.get("cluster_name") or labels.get(OPENSHIFT_CLUSTER_LABEL)
+    if cluster:
+        groups.append(group_name("cluster", cluster))
+    for label in MACHINESET_LABELS:
+        if labels.get(label):
+            groups.append(group_name("machineset", labels[label]))
+    if labels.get(MACHINEDEPLOYMENT_LABEL):
+        groups.append(group_name("machinedeployment", labels[MACHINEDEPLOYMENT_LABEL]))
+    if info.get("phase"):
+        groups.append(group_name("phase", info["phase"]))
+    if info.get("deleting"):
+        groups.append("lm_deleting")
+    return groups
+
+
+def connection_name(connection: dict) -> str:
+    return connection.get("name") or connection.get("context") or connection.get("host") or "default"
+
+
+class InventoryModule(BaseInventoryPlugin, Constructable, Cacheable):
+    NAME = "lifecycle.machine.machines"
+
+    def verify_file(self, path: str) -> bool:
+        return super().verify_file(path) and path.endswith((".machines.yml", ".machines.yaml"))
+
+    def parse(self, inventory, loader, path, cache=True):
+        super().parse(inventory, loader, path, cache)
+        if IMPORT_ERROR is not None:
+            raise AnsibleParserError(f"lifecycle.machine.machines needs the kubernetes Python client and the kubernetes.core collection: {IMPORT_ERROR}")
+        self._read_config_data(path)
+        cache_key = self.get_cache_key(path)
+        use_cache = self.get_option("cache") and cache
+        machines = None
+        if use_cache:
+            try:
+                machines = self._cache[cache_key]
+            except KeyError:
+                machines = None
+        if machines is None:
+            machines = self.read_machines()
+            if self.get_option("cache"):
+                self._cache[cache_key] = machines
+        for connection, info in machines:
+            self.add_machine(connection, info)
+
+    def read_machines(self) -> list[tuple[str, dict]]:
+        """(connection name, machine_info view) of every Machine of every connection."""
+        found = []
+        for connection in self.get_option("connections") or [{}]:
+            name = connection_name(connection)
+            options = {key: connection.get(key) for key in AUTH_OPTIONS + IMPERSONATION if connection.get(key) is not None}
+            try:
+                api = api_from_options(**options)
+                for namespace in connection.get("namespaces") or [None]:
+                    selector = ",".join(connection.get("label_selectors") or []) or None
+                    found.extend((name, describe(machine)) for machine in list_machines(api, namespace, selector, connection.get("api_version")))
+            except (ApiError, MachineError) as exc:
+                raise AnsibleParserError(f"lifecycle.machine.machines: cannot read the Machines of connection {name}: {exc}") from None
+        return found
+
+    def add_machine(self, connection: str, info: dict) -> None:
+        host = host_name(info)
+        self.inventory.add_host(host)
+        for group in host_groups(info, connection):
+            self.inventory.add_group(group)
+            self.inventory.add_child(group, host)
+        variables = {f"machine_{key}": value for key, value in info.items()}
+        # Tasks for a Machine talk to its cluster from the controller, with the Python running Ansible.
+        variables.update(machine_connection=connection, ansible_connection="local", ansible_python_interpreter="{{ ansible_playbook_python }}")
+        for key, value in variables.items():
+            self.inventory.set_variable(host, key, value)
+        strict = self.get_option("strict")
+        self._set_composite_vars(self.get_option("compose"), variables, host, strict=strict)
+        self._add_host_to_composed_groups(self.get_option("groups"), variables, host, strict=strict)
+        self._add_host_to_keyed_groups(self.get_option("keyed_groups"), variables, host, strict=strict)
