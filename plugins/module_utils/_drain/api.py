@@ -18,7 +18,6 @@ Functions take a ``KubeApi`` and plain values, never the module object.
 from __future__ import annotations
 
 import datetime as _dt
-import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
@@ -31,6 +30,7 @@ from ansible_collections.lifecycle.machine.plugins.module_utils._drain.logic imp
     daemonset_refs,
     eviction_failure_message,
     is_node_unreachable,
+    is_unschedulable,
     plan_drain,
     pod_key,
     progress_message,
@@ -45,9 +45,6 @@ DRAIN_RULES_PLURAL = "machinedrainrules"
 # Evictions of one batch run concurrently, at most this many at once
 # (KubeApi's connection pool holds as many connections).
 EVICTION_WORKERS = 16
-# With nothing to retry, the wait between passes is driven by the watch; this
-# bounds it so that a missed event costs at most this long.
-RESYNC_SECONDS = 30
 
 
 def node_path(name: str) -> str:
@@ -57,10 +54,6 @@ def node_path(name: str) -> str:
 def get_node(api: KubeApi, name: str) -> dict | None:
     """The Node, or None when it does not exist."""
     return api.get(node_path(name))
-
-
-def is_unschedulable(node: dict | None) -> bool:
-    return bool(((node or {}).get("spec") or {}).get("unschedulable"))
 
 
 def set_unschedulable(api: KubeApi, node: dict, unschedulable: bool) -> tuple[dict, bool]:
@@ -343,8 +336,9 @@ def wait_for_pods(api: KubeApi, node_name: str, resource_version: str | None, wa
 
     Returns why it stopped: ``"gone"``, ``"added"``, ``"timeout"`` or
     ``"resync"`` (the watch could not continue; the next pass re-lists).
+    Measured on the transport's clock (``api.monotonic()``).
     """
-    deadline = time.monotonic() + timeout
+    deadline = api.monotonic() + timeout
     if resource_version is None:
         api.sleep(min(timeout, 1.0))
         return "resync"
@@ -363,6 +357,6 @@ def wait_for_pods(api: KubeApi, node_name: str, resource_version: str | None, wa
         )
     except ApiError:
         # No permission to watch (RBAC can allow LIST alone): the passes still work, just polled.
-        api.sleep(max(0.0, deadline - time.monotonic()))
+        api.sleep(max(0.0, deadline - api.monotonic()))
         return "resync"
     return stopped[0] if stopped else outcome
