@@ -6,7 +6,8 @@ Given a Machine: the Cluster API skip cases, the preDrain gate, the
 exclude-node-draining annotation and the Machine's own drain timeout decide
 whether the Node is drained at all (:class:`DrainGate`); while the Machine is
 being deleted the drain records its start time once and writes the flavour's
-conditions and Events after every pass (``_machine.api.DeletionRecorder``).
+conditions and Events after every pass (:class:`MachineProgress`, through
+``_machine.api.DeletionRecorder``).
 Given a Node: the drain alone. The passes over the Node, the pause between
 them and the task's deadline are :class:`DrainPasses`; :class:`DrainRun`
 wires them and turns what happened into the result (``report.DrainReport``).
@@ -67,7 +68,19 @@ from ansible_collections.lifecycle.machine.plugins.module_utils._machine.flavour
 from ansible_collections.lifecycle.machine.plugins.module_utils._timeutil import now
 
 # Importable from here as before.
-__all__ = ["CORDONED", "DRAINED", "UNCORDONED", "DrainGate", "DrainPasses", "DrainRequest", "DrainRun", "PodLedger", "run_drain", "wait_seconds"]
+__all__ = [
+    "CORDONED",
+    "DRAINED",
+    "UNCORDONED",
+    "DrainGate",
+    "DrainPasses",
+    "DrainRequest",
+    "DrainRun",
+    "MachineProgress",
+    "PodLedger",
+    "run_drain",
+    "wait_seconds",
+]
 
 Fail = Callable[..., MachineError]
 
@@ -205,6 +218,47 @@ class DrainPasses:
             wait_for_pods(self.api, node_name, drain.resource_version, drain.waiting_for(), seconds)
 
 
+class MachineProgress:
+    """The drain as the Machine being deleted shows it: its start time,
+    DrainingSucceeded / Drained after every pass, the Events, a skip or a
+    failure (docs/behaviour.md §3). Does nothing for a bare Node."""
+
+    def __init__(self, recorder: DeletionRecorder | None):
+        self.recorder = recorder
+
+    def _stage(self, stage: Stage) -> bool:
+        return self.recorder is not None and self.recorder.stage(stage)
+
+    def start_time(self) -> _dt.datetime | None:
+        """The drain's first attempt, recorded once; None without a Machine being deleted."""
+        return self.recorder.start_time("drain") if self.recorder is not None else None
+
+    def skipped(self) -> None:
+        self._stage(Stage(STAGE_DRAIN_SKIPPED))
+
+    def after_pass(self, drain: DrainPass, node_name: str | None) -> None:
+        """Drained (and its Event, the first time), or the progress message."""
+        if not drain.completed:
+            self._stage(Stage(STAGE_DRAINING, message=drain.message))
+        elif self._stage(Stage(STAGE_DRAINED)):
+            self.recorder.event("Normal", "SuccessfulDrainNode", f"success draining Machine's node {go_quote(node_name)}")
+
+    def failed(self, node_name: str | None, message: str) -> None:
+        """DrainingFailed and FailedDrainNode; best effort, the failure itself is what the user needs to see."""
+        if self.recorder is None:
+            return
+        with contextlib.suppress(MachineError, ApiError):
+            self._stage(Stage(STAGE_DRAIN_FAILED, message=message))
+            self.recorder.event("Warning", "FailedDrainNode", f"error draining Machine's node {go_quote(node_name)}: {message}")
+
+    def drain_timeout_left(self, started_at: _dt.datetime) -> float | None:
+        """Seconds until the pass that finds the Machine's drain timeout passed; None when none applies."""
+        recorder = self.recorder
+        if recorder is None or not recorder.deleting:
+            return None
+        return drain_timeout_left(recorder.flavour, recorder.machine, started_at=started_at, now=now())
+
+
 class DrainRun:
     """One task: find the target, pass its gates, cordon/drain, report."""
 
@@ -217,6 +271,7 @@ class DrainRun:
         api.deadline = self.deadline if request.wait else None
         self.report = DrainReport(request, started_at=now())
         self.recorder: DeletionRecorder | None = None
+        self.progress = MachineProgress(None)
         self.gate: DrainGate | None = None
         self.passes: DrainPasses | None = None
 
@@ -243,14 +298,6 @@ class DrainRun:
 
     def skipped(self, reason: str) -> dict:
         return self.result(True, f"{ACTIONS[self.request.state]} skipped: {reason}", skipped_reason=reason)
-
-    def stage(self, stage: Stage) -> bool:
-        """Record a deletion stage on the Machine (only while it is being deleted)."""
-        return self.recorder is not None and self.recorder.stage(stage)
-
-    def event(self, event_type: str, reason: str, message: str) -> None:
-        if self.recorder is not None:
-            self.recorder.event(event_type, reason, message)
 
     # -- the task ------------------------------------------------------------
     def run(self) -> dict:
@@ -282,6 +329,7 @@ class DrainRun:
         if machine is None:
             raise MachineError(f"Machine {request.namespace}/{request.machine} not found")
         self.recorder = DeletionRecorder(self.api, machine, flavour_for(machine), dry_run=request.check_mode)
+        self.progress = MachineProgress(self.recorder)
         self.gate = DrainGate(self.api, self.recorder, wait=request.waits, wait_timeout=request.wait_timeout, deadline=self.deadline, fail=self.fail)
 
     def machine_checks(self, first: bool) -> dict | None:
@@ -301,9 +349,9 @@ class DrainRun:
             return None
         reason = gate.drain_skip_reason()
         if reason:
-            self.stage(Stage(STAGE_DRAIN_SKIPPED))
+            self.progress.skipped()
             return self.skipped(reason)
-        started = self.recorder.start_time("drain")
+        started = self.progress.start_time()
         if started is not None:
             self.report.started_at = started
         return None
@@ -365,11 +413,9 @@ class DrainRun:
 
     def after_pass(self, drain: DrainPass) -> dict | None:
         """Record the pass; a final result when the task ends with it."""
+        self.progress.after_pass(drain, self.report.node_name)
         if drain.completed:
-            if self.stage(Stage(STAGE_DRAINED)):
-                self.event("Normal", "SuccessfulDrainNode", f"success draining Machine's node {go_quote(self.report.node_name)}")
             return self.drained(drain)
-        self.stage(Stage(STAGE_DRAINING, message=drain.message))
         if not self.request.wait:
             return self.result(False, drain.message)
         if self.passes.timed_out():
@@ -384,11 +430,7 @@ class DrainRun:
         return self.result(True, f"Node {node_name} drained")
 
     def pause(self, drain: DrainPass) -> None:
-        machine_left = None
-        recorder = self.recorder
-        if recorder is not None and recorder.deleting:
-            machine_left = drain_timeout_left(recorder.flavour, recorder.machine, started_at=self.report.started_at, now=now())
-        self.passes.pause(self.report.node_name, drain, machine_left=machine_left)
+        self.passes.pause(self.report.node_name, drain, machine_left=self.progress.drain_timeout_left(self.report.started_at))
 
     def finish_preview(self) -> dict:
         """Check mode: one pass that writes nothing (evictions as server-side dry runs)."""
@@ -396,21 +438,14 @@ class DrainRun:
             drain = self.preview()
         except (MachineError, ApiError) as exc:
             raise self.failed(exc) from None
-        if drain.completed:
-            self.stage(Stage(STAGE_DRAINED))
-            return self.drained(drain)
-        self.stage(Stage(STAGE_DRAINING, message=drain.message))
-        return self.result(False, drain.message)
+        self.progress.after_pass(drain, self.report.node_name)  # as dry runs, and no Event
+        return self.drained(drain) if drain.completed else self.result(False, drain.message)
 
     def failed(self, exc: MachineError | ApiError) -> MachineError:
         """A pass that could not run: DrainingFailed and FailedDrainNode (while deleting), then fail."""
         node_name = self.report.node_name
         message = f"Failed to drain Node {node_name}: {exc.describe()}" if isinstance(exc, ApiError) else exc.msg
-        try:
-            self.stage(Stage(STAGE_DRAIN_FAILED, message=message))
-            self.event("Warning", "FailedDrainNode", f"error draining Machine's node {go_quote(node_name)}: {message}")
-        except (MachineError, ApiError):
-            pass  # the original failure is what the user needs to see
+        self.progress.failed(node_name, message)
         return self.fail(message)
 
 

@@ -1,12 +1,18 @@
-"""What the drain writes on a Machine being deleted (``DeletionRecorder``),
-against the fake transport: stages, best-effort Events, the drain's start
-time recorded once; nothing while not deleting, and nothing in a dry run."""
+"""What the drain writes on a Machine being deleted (``DeletionRecorder``,
+``MachineProgress``), against the fake transport: stages, best-effort Events,
+the drain's start time recorded once; nothing while not deleting, and nothing
+in a dry run."""
 
 from __future__ import annotations
+
+import datetime as dt
 
 from drain_run_helpers import CAPI_V2, NS, capi_machine, machine_path, openshift_machine
 from fake_kube import FakeKube
 
+from ansible_collections.lifecycle.machine.plugins.module_utils._drain.api import DrainPass
+from ansible_collections.lifecycle.machine.plugins.module_utils._drain.logic import plan_drain
+from ansible_collections.lifecycle.machine.plugins.module_utils._drain.run import MachineProgress
 from ansible_collections.lifecycle.machine.plugins.module_utils._machine.api import DeletionRecorder
 from ansible_collections.lifecycle.machine.plugins.module_utils._machine.conditions import STAGE_DRAINED, STAGE_DRAINING, Stage
 from ansible_collections.lifecycle.machine.plugins.module_utils._machine.flavour import flavour_for
@@ -96,3 +102,44 @@ def test_events_are_best_effort() -> None:
     recorder.event("Warning", "FailedDrainNode", "lost")
     recorder.event("Normal", "SuccessfulDrainNode", 'success draining Machine\'s node "n1"')
     assert events(fake) == [("Normal", "SuccessfulDrainNode", 'success draining Machine\'s node "n1"')]
+
+
+# -- the drain's progress on the Machine -------------------------------------------
+
+
+def a_pass(message: str = "") -> DrainPass:
+    return DrainPass(node={"metadata": {"name": "n1"}}, plan=plan_drain([]), message=message)
+
+
+def drained(fake: FakeKube) -> dict:
+    return next(c for c in fake.objects[machine_path()]["status"]["conditions"] if c["type"] == "Drained")
+
+
+def test_progress_after_passes_then_drained_with_one_event() -> None:
+    fake = FakeKube()
+    progress = MachineProgress(recorder_for(fake, openshift_machine(fake)))
+    progress.after_pass(a_pass("Drain not completed yet (...)"), "n1")
+    assert drained(fake)["message"] == "could not drain machine: Drain not completed yet (...)"
+    progress.after_pass(a_pass(), "n1")
+    progress.after_pass(a_pass(), "n1")
+    assert drained(fake)["message"] == "Drain finished successfully"
+    assert events(fake) == [("Normal", "SuccessfulDrainNode", 'success draining Machine\'s node "n1"')]
+
+
+def test_failure_is_recorded_best_effort() -> None:
+    fake = FakeKube()
+    progress = MachineProgress(recorder_for(fake, openshift_machine(fake)))
+    fake.fail("PATCH", machine_path() + "/status", FakeKube.error(500, "boom"))
+    progress.failed("n1", "Failed to drain Node n1: x")  # does not raise
+    assert events(fake) == []
+    progress.failed("n1", "Failed to drain Node n1: x")
+    assert drained(fake)["reason"] == "DrainError"
+    assert events(fake) == [("Warning", "FailedDrainNode", 'error draining Machine\'s node "n1": Failed to drain Node n1: x')]
+
+
+def test_a_bare_node_has_no_machine_progress() -> None:
+    progress = MachineProgress(None)
+    progress.after_pass(a_pass(), "n1")
+    progress.failed("n1", "x")
+    progress.skipped()
+    assert progress.start_time() is None and progress.drain_timeout_left(dt.datetime.now(dt.UTC)) is None
