@@ -259,7 +259,7 @@ def emit_event(api: KubeApi, machine: dict, event_type: str, reason: str, messag
 
 def wait_for_machine(api: KubeApi, machine: dict, satisfied: Callable[[dict | None], bool], deadline: float) -> tuple[dict | None, bool]:
     """Wait until ``satisfied(current Machine or None when gone)`` holds, or
-    ``deadline`` (a ``time.monotonic()`` value) passes; (Machine, satisfied).
+    ``deadline`` (an ``api.monotonic()`` value) passes; (Machine, satisfied).
     Watches the Machine, so the wait ends as soon as the change lands."""
     return wait_for_object(api, machine_path(machine), satisfied, deadline, adapt=lambda m: _with_api_version(m, machine["apiVersion"]))
 
