@@ -396,7 +396,8 @@ diff:
   type: dict
 """
 
-from ansible_collections.lifecycle.machine.plugins.module_utils._drain.run import DrainRequest, run_drain
+from ansible_collections.lifecycle.machine.plugins.module_utils._drain.request import DrainRequest
+from ansible_collections.lifecycle.machine.plugins.module_utils._drain.run import run_drain
 from ansible_collections.lifecycle.machine.plugins.module_utils._module import new_module, run
 
 
@@ -422,22 +423,7 @@ def main():
         required_one_of=[("node", "machine")],
         required_by={"machine": "namespace"},
     )
-    params = module.params
-    request = DrainRequest(
-        node=params["node"],
-        machine=params["machine"],
-        namespace=params["namespace"],
-        api_version=params["api_version"],
-        state=params["state"],
-        rules=params["rules"] or [],
-        use_cluster_rules=params["use_cluster_rules"],
-        wait=params["wait"],
-        wait_timeout=params["wait_timeout"],
-        wait_sleep=params["wait_sleep"],
-        grace_period=params["grace_period"],
-        disable_eviction=params["disable_eviction"],
-        check_mode=module.check_mode,
-    )
+    request = DrainRequest.from_params(module.params, module.check_mode)
     run(module, lambda api: run_drain(api, request))
 
 

@@ -224,7 +224,7 @@ def run_module(kubeconfig: str) -> Callable[..., dict]:
     """
 
     def _run(
-        module: str, params: dict, check: bool = False, diff: bool = False, timeout: float = 600, via: str | None = None, env_extra: dict | None = None
+        module: str, params: dict, *, check: bool = False, diff: bool = False, timeout: float = 600, via: str | None = None, env_extra: dict | None = None
     ) -> dict:
         args = json.dumps(params)
         command = [

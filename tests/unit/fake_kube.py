@@ -6,7 +6,8 @@ It stores objects by REST path, gives them resourceVersions and uids, applies
 merge patches (and the ``test`` / ``add`` / ``remove`` operations of JSON
 patches), refuses a write whose ``metadata.resourceVersion`` is stale with 409,
 records every request and every change (so a watch replays them), and can be
-told to fail given requests (``fail(...)``). Time is a fake clock that
+told to fail given requests (``fail(...)``). A namespaced resource is also
+listed and watched across namespaces (``/api/v1/pods``). Time is a fake clock that
 ``sleep`` advances, so waits end at once.
 """
 
@@ -39,7 +40,7 @@ def _pointer(path: str) -> list[str]:
 
 
 def json_patch(target: dict, operations: list[dict], path: str = "") -> dict:
-    """The ``test``, ``add`` and ``remove`` operations of RFC 6902 (what the collection sends) on the object at ``path``."""
+    """The ``test``, ``add`` and ``remove`` operations of RFC 6902 (what the collection sends)."""
     result = copy.deepcopy(target)
     for op in operations:
         *parents, last = _pointer(op["path"])
@@ -225,7 +226,7 @@ class FakeKube:
         self._sent("GET", path + "?watch")
         since = int(resource_version or 0)
         for version, kind, collection, obj in list(self.changes):
-            if version > since and collection == path.rstrip("/") and _matches(obj, label_selector, field_selector):
+            if version > since and _within(collection, path) and _matches(obj, label_selector, field_selector):
                 yield {"type": kind, "object": copy.deepcopy(obj)}
         self.clock += timeout
 
@@ -257,15 +258,14 @@ class FakeKube:
 
     def _collection(self, path: str, label_selector: str | None, field_selector: str | None) -> list[dict] | None:
         if not _is_collection(path):
-            return None  # a missing object, not an empty list
-        prefix = path.rstrip("/") + "/"
+            return None  # a missing object: 404
         found = [
             copy.deepcopy(obj)
             for key, obj in sorted(self.objects.items())
-            if key.startswith(prefix) and "/" not in key[len(prefix) :] and _matches(obj, label_selector, field_selector)
+            if _within(key.rsplit("/", 1)[0], path) and _matches(obj, label_selector, field_selector)
         ]
         # A collection is "served" when anything was ever stored in it, or it is cluster-wide core.
-        known = any(collection == path.rstrip("/") for _v, _k, collection, _o in self.changes)
+        known = any(_within(collection, path) for _v, _k, collection, _o in self.changes)
         return found if found or known or path.startswith("/api/v1/") else None
 
     def _create(self, path: str, body: dict, *, dry_run: bool) -> dict:
@@ -337,12 +337,24 @@ class FakeKube:
 
 
 def _is_collection(path: str) -> bool:
-    """Whether a REST path names a collection (``/api/v1/nodes``, ``.../namespaces/ns/pods``) rather than one object."""
+    """Whether ``path`` names a collection (``/api/v1/namespaces/ns/pods``) rather than an object."""
     parts = [part for part in path.split("/") if part]
     rest = parts[2:] if parts[:1] == ["api"] else parts[3:]
-    if rest[:1] == ["namespaces"] and len(rest) >= 3:
+    if len(rest) >= 3 and rest[0] == "namespaces":
         rest = rest[2:]
     return len(rest) == 1
+
+
+def _within(collection: str, path: str) -> bool:
+    """Whether objects of ``collection`` are listed (and watched) at ``path``: the
+    collection itself, or the same resource across all namespaces
+    (``/api/v1/namespaces/ns/pods`` is within ``/api/v1/pods``)."""
+    path = path.rstrip("/")
+    if collection == path:
+        return True
+    head, found, rest = collection.partition("/namespaces/")
+    _namespace, _slash, plural = rest.partition("/")
+    return bool(found and plural) and "/" not in plural and path == f"{head}/{plural}"
 
 
 def _matches(obj: dict, label_selector: str | None, field_selector: str | None) -> bool:

@@ -18,23 +18,21 @@ Functions take a ``KubeApi`` and plain values, never the module object.
 from __future__ import annotations
 
 import datetime as _dt
-import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
 
 from ansible_collections.lifecycle.machine.plugins.module_utils._drain.budgets import budget_groups, dry_run_allowance, ready
 from ansible_collections.lifecycle.machine.plugins.module_utils._drain.logic import (
-    DrainPlan,
-    PodDecision,
     PodWait,
     classify_pods,
     daemonset_refs,
     eviction_failure_message,
     is_node_unreachable,
+    is_unschedulable,
     plan_drain,
     pod_key,
     progress_message,
 )
+from ansible_collections.lifecycle.machine.plugins.module_utils._drain.passes import DrainPass, EvictionOutcome
 from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.client import KubeApi
 from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.errors import ApiError
 from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.paths import resource_path
@@ -45,9 +43,6 @@ DRAIN_RULES_PLURAL = "machinedrainrules"
 # Evictions of one batch run concurrently, at most this many at once
 # (KubeApi's connection pool holds as many connections).
 EVICTION_WORKERS = 16
-# With nothing to retry, the wait between passes is driven by the watch; this
-# bounds it so that a missed event costs at most this long.
-RESYNC_SECONDS = 30
 
 
 def node_path(name: str) -> str:
@@ -57,10 +52,6 @@ def node_path(name: str) -> str:
 def get_node(api: KubeApi, name: str) -> dict | None:
     """The Node, or None when it does not exist."""
     return api.get(node_path(name))
-
-
-def is_unschedulable(node: dict | None) -> bool:
-    return bool(((node or {}).get("spec") or {}).get("unschedulable"))
 
 
 def set_unschedulable(api: KubeApi, node: dict, unschedulable: bool) -> tuple[dict, bool]:
@@ -111,15 +102,6 @@ class PodContext:
                 path = resource_path("apps/v1", "daemonsets", namespace, name)
                 self._daemonsets[(namespace, name)] = self._api.get(path) is not None
         return {ref for ref, exists in self._daemonsets.items() if exists}
-
-
-@dataclass
-class EvictionOutcome:
-    """What the evictions of one pass did. ``failures`` maps a failure message to Pod keys."""
-
-    evicted: list[str] = field(default_factory=list)
-    gone: list[str] = field(default_factory=list)
-    failures: dict[str, list[str]] = field(default_factory=dict)
 
 
 def _failure(exc: ApiError) -> tuple[str | None, bool]:
@@ -254,39 +236,6 @@ def evict_pods(
     return outcome
 
 
-@dataclass
-class DrainPass:
-    """One pass over a Node: what was found, decided and done."""
-
-    node: dict | None
-    decisions: list[PodDecision] = field(default_factory=list)
-    plan: DrainPlan | None = None
-    outcome: EvictionOutcome = field(default_factory=EvictionOutcome)
-    message: str = ""
-    resource_version: str | None = None
-    unreachable: bool = False
-    cordoned: bool = False  # this pass cordoned the Node
-
-    @property
-    def completed(self) -> bool:
-        """Nothing left to evict or wait for (Cluster API's DrainCompleted)."""
-        return self.node is None or (self.plan is not None and not self.message)
-
-    def waiting_for(self) -> set[str]:
-        """Pods whose removal lets the drain move on: the current batch."""
-        if self.plan is None:
-            return set()
-        # Terminating Pods of higher orders do not hold back the next batch.
-        current = [decision for decision in self.plan.terminating if decision.order == self.plan.current_order]
-        keys = {decision.key for decision in current + self.plan.wait_completed_now}
-        return keys | set(self.outcome.evicted)
-
-    @property
-    def needs_retry(self) -> bool:
-        """Something only a later pass can find out (refused evictions, an unreachable Node)."""
-        return bool(self.outcome.failures) or self.unreachable
-
-
 def drain_pass(
     api: KubeApi,
     node_name: str,
@@ -343,8 +292,9 @@ def wait_for_pods(api: KubeApi, node_name: str, resource_version: str | None, wa
 
     Returns why it stopped: ``"gone"``, ``"added"``, ``"timeout"`` or
     ``"resync"`` (the watch could not continue; the next pass re-lists).
+    Measured on the transport's clock (``api.monotonic()``).
     """
-    deadline = time.monotonic() + timeout
+    deadline = api.monotonic() + timeout
     if resource_version is None:
         api.sleep(min(timeout, 1.0))
         return "resync"
@@ -363,6 +313,6 @@ def wait_for_pods(api: KubeApi, node_name: str, resource_version: str | None, wa
         )
     except ApiError:
         # No permission to watch (RBAC can allow LIST alone): the passes still work, just polled.
-        api.sleep(max(0.0, deadline - time.monotonic()))
+        api.sleep(max(0.0, deadline - api.monotonic()))
         return "resync"
     return stopped[0] if stopped else outcome

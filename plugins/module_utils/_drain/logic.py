@@ -92,6 +92,11 @@ def is_node_unreachable(node: dict | None) -> bool:
     return False
 
 
+def is_unschedulable(node: dict | None) -> bool:
+    """Whether the Node is cordoned (``spec.unschedulable``)."""
+    return bool(((node or {}).get("spec") or {}).get("unschedulable"))
+
+
 def _controller_of(pod: dict) -> dict | None:
     # Like metav1.GetControllerOf: the first ownerReference with controller=true.
     for ref in _meta(pod).get("ownerReferences") or []:

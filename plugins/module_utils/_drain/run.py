@@ -1,49 +1,60 @@
 # Copyright: lifecycle.machine contributors
 # Apache License 2.0 (see LICENSE)
-"""What the ``machine_drain`` module does, step by step (SPEC sections 2, 3 and 6).
+"""What the ``machine_drain`` module does, step by step (docs/behaviour.md §2, §3).
 
 Given a Machine: the Cluster API skip cases, the preDrain gate, the
 exclude-node-draining annotation and the Machine's own drain timeout decide
-whether the Node is drained at all; while the Machine is being deleted the
-drain records its start time once and writes the flavour's conditions and
-Events after every pass. Given a Node: the drain alone.
+whether the Node is drained at all (:class:`DrainGate`); while the Machine is
+being deleted the drain records its start time once and writes the flavour's
+conditions and Events after every pass (:class:`MachineProgress`, through
+``_machine.api.DeletionRecorder``).
+Given a Node: the drain alone. The passes over the Node, the pause between
+them and the task's deadline are :class:`DrainPasses`; :class:`DrainRun`
+wires them and turns what happened into the result (``report.DrainReport``).
 
-Everything here takes a ``KubeApi`` and plain values. Decisions about Pods are
-made by ``_drain`` (pure); API calls are in ``_drainer`` and ``_machines``.
+Everything here takes a ``KubeApi`` and plain values. Decisions are made by
+the pure files of ``_drain`` (``logic``, ``gates``, ``pacing``, ``report``);
+API calls are in ``_drain.api`` and ``_machine.api``. Waits and deadlines are
+on the transport's clock (``api.monotonic()``, ``api.sleep()``).
 """
 
 from __future__ import annotations
 
 import contextlib
-import json
-import time
-from dataclasses import dataclass, field
+import datetime as _dt
+from collections.abc import Callable
 from typing import Any
 
 from ansible_collections.lifecycle.machine.plugins.module_utils._drain.api import (
-    RESYNC_SECONDS,
     DrainPass,
     PodContext,
     drain_pass,
     get_node,
-    is_unschedulable,
     served_drain_rules,
     set_unschedulable,
     wait_for_pods,
 )
-from ansible_collections.lifecycle.machine.plugins.module_utils._drain.logic import PodDecision, go_quote, merge_rules, normalize_rules, plan_drain
+from ansible_collections.lifecycle.machine.plugins.module_utils._drain.gates import (
+    drain_skip_reason,
+    drain_timeout_left,
+    gate_timeout_message,
+    held_message,
+    pre_drain_hooks,
+)
+from ansible_collections.lifecycle.machine.plugins.module_utils._drain.logic import go_quote, is_unschedulable, merge_rules, normalize_rules
+from ansible_collections.lifecycle.machine.plugins.module_utils._drain.pacing import pause_seconds, wait_seconds
+from ansible_collections.lifecycle.machine.plugins.module_utils._drain.report import DrainReport, PodLedger, machine_summary, with_unschedulable
+from ansible_collections.lifecycle.machine.plugins.module_utils._drain.request import ACTIONS, CORDONED, DRAINED, UNCORDONED, DrainRequest
 from ansible_collections.lifecycle.machine.plugins.module_utils._errors import MachineError
 from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.client import KubeApi
-from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.errors import ApiError
+from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.errors import ApiError, Cancelled
 from ansible_collections.lifecycle.machine.plugins.module_utils._machine.api import (
-    emit_event,
+    DeletionRecorder,
     get_cluster,
     get_machine,
     node_steps_skip_reason,
     refresh,
-    update_with_retry,
     wait_for_machine,
-    write_stage,
 )
 from ansible_collections.lifecycle.machine.plugins.module_utils._machine.conditions import (
     STAGE_DRAIN_FAILED,
@@ -53,95 +64,199 @@ from ansible_collections.lifecycle.machine.plugins.module_utils._machine.conditi
     STAGE_PRE_DRAIN,
     Stage,
 )
-from ansible_collections.lifecycle.machine.plugins.module_utils._machine.flavour import (
-    PRE_DRAIN,
-    Flavour,
-    flavour_for,
-    hooks_text,
-    is_deleting,
-    machine_label,
-)
-from ansible_collections.lifecycle.machine.plugins.module_utils._timeutil import now, rfc3339
+from ansible_collections.lifecycle.machine.plugins.module_utils._machine.flavour import Flavour, Hook, flavour_for, machine_label
+from ansible_collections.lifecycle.machine.plugins.module_utils._timeutil import now
 
-DRAINED, CORDONED, UNCORDONED = "drained", "cordoned", "uncordoned"
+# Importable from here as before.
+__all__ = [
+    "CORDONED",
+    "DRAINED",
+    "UNCORDONED",
+    "DrainGate",
+    "DrainPasses",
+    "DrainRequest",
+    "DrainRun",
+    "MachineProgress",
+    "PodLedger",
+    "run_drain",
+    "wait_seconds",
+]
 
-
-@dataclass
-class DrainRequest:
-    """The module's options, as plain values."""
-
-    node: str | None = None
-    machine: str | None = None
-    namespace: str | None = None
-    api_version: str | None = None
-    state: str = DRAINED
-    rules: list[dict] = field(default_factory=list)
-    use_cluster_rules: bool = True
-    wait: bool = True
-    wait_timeout: int = 600
-    wait_sleep: int = 2
-    grace_period: int | None = None
-    disable_eviction: bool = False
-    check_mode: bool = False
+Fail = Callable[..., MachineError]
 
 
-# ---------------------------------------------------------------------------
-# Pure helpers (unit-tested)
+class DrainGate:
+    """Whether the Machine lets its Node be touched now.
 
-
-def wait_seconds(drain: DrainPass, *, wait_sleep: float, remaining: float, resync: float = RESYNC_SECONDS) -> float:
-    """How long to wait before the next pass (the watch may end it sooner).
-
-    Refused evictions and unreachable Nodes need a new pass to make progress,
-    so they wait ``wait_sleep``; otherwise the watch reports the Pods waited for
-    as gone, and the wait is bounded by ``resync``. Nothing to wait for (say,
-    the current batch was already gone): no wait at all.
+    The Cluster API skip cases and a missing nodeRef (nothing is touched), the
+    exclude annotation and the Machine's drain timeout (no drain), and the
+    preDrain gate: recorded on the Machine, then waited at (the Machine is
+    watched) or reported. Failures are raised through ``fail(msg, **extra)``,
+    which gives them the task's partial result.
     """
-    if drain.needs_retry:
-        limit = wait_sleep
-    elif drain.waiting_for():
-        limit = max(resync, wait_sleep)
-    else:
-        limit = 0
-    return max(0.0, min(limit, remaining))
+
+    def __init__(self, api: KubeApi, recorder: DeletionRecorder, *, wait: bool, wait_timeout: int, deadline: float, fail: Fail = MachineError):
+        self.api = api
+        self.recorder = recorder
+        self.wait = wait
+        self.wait_timeout = wait_timeout
+        self.deadline = deadline
+        self.fail = fail
+
+    @property
+    def machine(self) -> dict:
+        return self.recorder.machine
+
+    @property
+    def flavour(self) -> Flavour:
+        return self.recorder.flavour
+
+    def refresh(self) -> None:
+        """Read the Machine again: hooks, annotations and the timeout may have changed since the last pass."""
+        current = refresh(self.api, self.machine)
+        if current is None:
+            raise self.fail(f"Machine {machine_label(self.machine)} was deleted while its Node was being drained")
+        self.recorder.machine = current
+
+    def node_name(self) -> str | None:
+        return self.flavour.node_name(self.machine)
+
+    def node_skip_reason(self) -> str | None:
+        """Why the Machine's Node is not to be touched at all (Cluster API skip cases, no nodeRef)."""
+        if self.recorder.deleting:
+            reason = node_steps_skip_reason(self.api, self.machine, self.flavour)
+            if reason:
+                return reason
+        if not self.node_name():
+            return f"Machine {machine_label(self.machine)} has no status.nodeRef"
+        return None
+
+    def drain_skip_reason(self) -> str | None:
+        """The exclude annotation, or the Machine's drain timeout having passed (while deleting)."""
+        return drain_skip_reason(self.flavour, self.machine, deleting=self.recorder.deleting, now=now())
+
+    def pre_drain(self) -> list[Hook]:
+        """Pass the preDrain gate: ``[]`` once it is open; the hooks holding it when the task does not wait.
+
+        While held, the gate is recorded on the Machine (being deleted). Waiting
+        ends when the hooks are gone, and fails when the Machine is deleted or
+        the task's deadline passes first.
+        """
+        hooks = pre_drain_hooks(self.flavour, self.machine)
+        if not hooks:
+            return []
+        self.recorder.stage(Stage(STAGE_PRE_DRAIN, hooks=hooks))
+        if not self.wait:
+            return hooks
+        label = machine_label(self.machine)
+        machine, opened = wait_for_machine(self.api, self.machine, lambda m: not pre_drain_hooks(self.flavour, m), self.deadline)
+        if machine is None:
+            raise self.fail(f"Machine {label} was deleted while waiting at its preDrain gate")
+        self.recorder.machine = machine
+        if not opened:
+            hooks = pre_drain_hooks(self.flavour, machine)
+            raise self.fail(gate_timeout_message(self.wait_timeout, machine, hooks), blocked_by=[hook.as_dict() for hook in hooks])
+        return []
 
 
-class PodLedger:
-    """Every Pod the drain saw on the Node during a run, with its latest decision."""
+class DrainPasses:
+    """The passes over a Node: one pass (cordon, classify every Pod, evict the
+    current batch), the pause between two (a watch on the Node's Pods), and
+    the task's deadline.
 
-    def __init__(self) -> None:
-        self.decisions: dict[str, PodDecision] = {}
-        self.present: set[str] = set()
-        self.errors: dict[str, str] = {}
-        self.evicted: list[str] = []
+    The rules, the Namespaces and DaemonSets and the Machine's Cluster are
+    read before the first pass, once.
+    """
 
-    def record(self, drain: DrainPass, count_evictions: bool = True) -> None:
-        self.present = {decision.key for decision in drain.decisions}
-        for decision in drain.decisions:
-            self.decisions[decision.key] = decision
-        for message, keys in drain.outcome.failures.items():
-            for key in keys:
-                self.errors[key] = message
-        for key in drain.outcome.evicted + drain.outcome.gone:
-            self.errors.pop(key, None)
-        if count_evictions:
-            self.evicted.extend(key for key in drain.outcome.evicted if key not in self.evicted)
+    def __init__(self, api: KubeApi, request: DrainRequest, *, inline_rules: list[dict], deadline: float, flavour: Flavour | None = None):
+        self.api = api
+        self.request = request
+        self.inline_rules = inline_rules
+        self.deadline = deadline
+        self.flavour = flavour
+        self.context: PodContext | None = None
+        self.cluster: dict | None = None
+        self.rules: list[dict] = []
 
-    def pods(self) -> list[dict]:
-        result = []
-        for key in sorted(self.decisions):
-            entry = self.decisions[key].as_dict()
-            entry["present"] = key in self.present
-            entry["eviction_error"] = self.errors.get(key)
-            result.append(entry)
-        return result
+    def prepare(self, machine: dict | None) -> None:
+        self.context = PodContext(self.api)
+        self.cluster = get_cluster(self.api, machine, self.flavour) if machine is not None else None
+        namespace = machine["metadata"]["namespace"] if machine is not None else self.request.namespace
+        served = served_drain_rules(self.api, namespace) if self.request.use_cluster_rules and namespace else []
+        self.rules = merge_rules(self.inline_rules, served, namespace)
 
-    def batches(self) -> list[dict]:
-        return plan_drain(list(self.decisions.values())).batches
+    def one_pass(self, node_name: str, *, machine: dict | None, started_at: _dt.datetime, act: bool = True) -> DrainPass:
+        """One pass; with ``act`` False one that writes nothing (evictions as server-side dry runs)."""
+        if self.context is None:
+            self.prepare(machine)
+        return drain_pass(
+            self.api,
+            node_name,
+            context=self.context,
+            rules=self.rules,
+            machine=machine,
+            cluster=self.cluster,
+            started_at=started_at,
+            now=now(),
+            act=act,
+            grace_period=self.request.grace_period,
+            disable_eviction=self.request.disable_eviction,
+        )
+
+    def task_left(self) -> float:
+        """Seconds left before the task's deadline (``wait_timeout`` from its start)."""
+        return self.deadline - self.api.monotonic()
+
+    def timed_out(self) -> bool:
+        return self.task_left() <= 0
+
+    def pause(self, node_name: str, drain: DrainPass, *, machine_left: float | None = None) -> None:
+        """Wait before the next pass: until the current batch is gone, or ``wait_sleep`` when retrying;
+        never past the task's deadline nor (``machine_left``) the Machine's drain timeout."""
+        seconds = pause_seconds(drain, wait_sleep=self.request.wait_sleep, task_left=self.task_left(), machine_left=machine_left)
+        if seconds > 0:
+            wait_for_pods(self.api, node_name, drain.resource_version, drain.waiting_for(), seconds)
 
 
-# ---------------------------------------------------------------------------
-# The run
+class MachineProgress:
+    """The drain as the Machine being deleted shows it: its start time,
+    DrainingSucceeded / Drained after every pass, the Events, a skip or a
+    failure (docs/behaviour.md §3). Does nothing for a bare Node."""
+
+    def __init__(self, recorder: DeletionRecorder | None):
+        self.recorder = recorder
+
+    def _stage(self, stage: Stage) -> bool:
+        return self.recorder is not None and self.recorder.stage(stage)
+
+    def start_time(self) -> _dt.datetime | None:
+        """The drain's first attempt, recorded once; None without a Machine being deleted."""
+        return self.recorder.start_time("drain") if self.recorder is not None else None
+
+    def skipped(self) -> None:
+        self._stage(Stage(STAGE_DRAIN_SKIPPED))
+
+    def after_pass(self, drain: DrainPass, node_name: str | None) -> None:
+        """Drained (and its Event, the first time), or the progress message."""
+        if not drain.completed:
+            self._stage(Stage(STAGE_DRAINING, message=drain.message))
+        elif self._stage(Stage(STAGE_DRAINED)):
+            self.recorder.event("Normal", "SuccessfulDrainNode", f"success draining Machine's node {go_quote(node_name)}")
+
+    def failed(self, node_name: str | None, message: str) -> None:
+        """DrainingFailed and FailedDrainNode; best effort, the failure itself is what the user needs to see."""
+        if self.recorder is None:
+            return
+        with contextlib.suppress(MachineError, ApiError):
+            self._stage(Stage(STAGE_DRAIN_FAILED, message=message))
+            self.recorder.event("Warning", "FailedDrainNode", f"error draining Machine's node {go_quote(node_name)}: {message}")
+
+    def drain_timeout_left(self, started_at: _dt.datetime) -> float | None:
+        """Seconds until the pass that finds the Machine's drain timeout passed; None when none applies."""
+        recorder = self.recorder
+        if recorder is None or not recorder.deleting:
+            return None
+        return drain_timeout_left(recorder.flavour, recorder.machine, started_at=started_at, now=now())
 
 
 class DrainRun:
@@ -150,110 +265,62 @@ class DrainRun:
     def __init__(self, api: KubeApi, request: DrainRequest):
         self.api = api
         self.request = request
-        self.clock = time.monotonic()
-        self.deadline = self.clock + max(0, request.wait_timeout)
-        self.run_started = now()
-        self.started_at = self.run_started
-        self.machine: dict | None = None
-        self.flavour: Flavour | None = None
-        self.node_name: str | None = request.node
-        self.changed = False
-        self.passes = 0
-        self.ledger = PodLedger()
-        self.node_before: dict | None = None
-        self.node_after: dict | None = None
-        self.inline_rules: list[dict] = []
-        self.drain_rules: list[dict] = []
-        self.context: PodContext | None = None
-        self.cluster: dict | None = None
+        self.started = api.monotonic()
+        self.deadline = self.started + max(0, request.wait_timeout)
+        # Transport retries never outlast the task's own wait_timeout.
+        api.deadline = self.deadline if request.wait else None
+        self.report = DrainReport(request, started_at=now())
+        self.recorder: DeletionRecorder | None = None
+        self.progress = MachineProgress(None)
+        self.gate: DrainGate | None = None
+        self.passes: DrainPasses | None = None
 
-    # -- reporting -----------------------------------------------------------
+    # -- the result ----------------------------------------------------------
     @property
-    def deleting(self) -> bool:
-        return self.machine is not None and is_deleting(self.machine)
+    def machine(self) -> dict | None:
+        return self.recorder.machine if self.recorder is not None else None
 
     def result(self, completed: bool, message: str, **extra: Any) -> dict:
-        result: dict[str, Any] = {
-            "changed": self.changed,
-            "state": self.request.state,
-            "node": self.node_name,
-            "completed": completed,
-            "message": message,
-            "pods": self.ledger.pods(),
-            "batches": self.ledger.batches(),
-            "evicted": list(self.ledger.evicted),
-            "passes": self.passes,
-            "started_at": rfc3339(self.started_at),
-            "elapsed_seconds": round(time.monotonic() - self.clock, 1),
-            "api_requests": self.api.request_count,
+        recorder = self.recorder
+        return self.report.result(
+            completed,
+            message,
+            elapsed=self.api.monotonic() - self.started,
+            api_requests=self.api.request_count,
+            machine=machine_summary(recorder.machine, recorder.flavour) if recorder is not None else None,
+            machine_changed=recorder is not None and recorder.changed,
             **extra,
-        }
-        if self.node_after is not None:
-            result["unschedulable"] = is_unschedulable(self.node_after)
-        if self.machine is not None:
-            meta = self.machine["metadata"]
-            result["machine"] = {
-                "name": meta["name"],
-                "namespace": meta.get("namespace"),
-                "api_version": self.machine["apiVersion"],
-                "flavour": self.flavour.name if self.flavour else None,
-                "deleting": self.deleting,
-            }
-        if self.node_before is not None:
-            result["diff"] = self._diff()
-        return result
-
-    def _diff(self) -> dict:
-        def view(node: dict | None, pods: list[str]) -> dict:
-            return {"node": self.node_name, "unschedulable": is_unschedulable(node), "pods": pods}
-
-        before = sorted(self.ledger.decisions)
-        after = [key for key in before if key in self.ledger.present and key not in self.ledger.evicted]
-        if self.request.check_mode and self.request.state == DRAINED:
-            after = [key for key in before if self.ledger.decisions[key].behavior != "Drain"]
-        return {"before": view(self.node_before, before), "after": view(self.node_after, after)}
+        )
 
     def fail(self, msg: str, **extra: Any) -> MachineError:
         """A failure carrying the partial result (what was seen and done so far)."""
         return MachineError(msg, **self.result(False, msg, **extra))
 
-    # -- Machine writes --------------------------------------------------------
-    def record(self, stage: Stage) -> bool:
-        """Write a deletion stage to the Machine's conditions (only while it is being deleted)."""
-        if not self.deleting:
-            return False
-        self.machine, wrote = write_stage(self.api, self.machine, self.flavour, stage, dry_run=self.request.check_mode)
-        self.changed = self.changed or wrote
-        return wrote
+    def skipped(self, reason: str) -> dict:
+        return self.result(True, f"{ACTIONS[self.request.state]} skipped: {reason}", skipped_reason=reason)
 
-    def event(self, event_type: str, reason: str, message: str) -> None:
-        """Record an Event on a Machine being deleted; best effort, as upstream's recorders."""
-        if self.deleting and not self.request.check_mode:
-            with contextlib.suppress(ApiError):
-                emit_event(self.api, self.machine, event_type, reason, message)
+    # -- the task ------------------------------------------------------------
+    def run(self) -> dict:
+        request = self.request
+        # Bad inline rules fail before anything is touched.
+        inline_rules = normalize_rules(request.rules)
+        try:
+            if request.machine:
+                self.load_machine()
+            flavour = self.recorder.flavour if self.recorder is not None else None
+            self.passes = DrainPasses(self.api, request, inline_rules=inline_rules, deadline=self.deadline, flavour=flavour)
+            if self.gate is not None:
+                final = self.machine_checks(first=True)
+                if final is not None:
+                    return final
+            if request.state == DRAINED:
+                return self.drain()
+            return self.set_schedulable(request.state == UNCORDONED)
+        except ApiError as exc:
+            raise self.fail(f"Kubernetes API error: {exc.describe()}", status=exc.status) from None
+        except Cancelled as exc:
+            raise self.fail(f"Cancelled: {exc}") from None
 
-    def record_start_time(self) -> None:
-        """Record the first drain attempt, once (Cluster API: status.deletion.nodeDrainStartTime)."""
-        flavour = self.flavour
-        started = flavour.drain_started_at(self.machine)
-        if started is not None:
-            self.started_at = started
-            return
-        stamp = now()
-        object_patch, status_patch = flavour.start_time_patches(drain=stamp)
-
-        def build(current: dict) -> dict | None:
-            if flavour.drain_started_at(current) is not None:
-                return None
-            patch = json.loads(json.dumps(object_patch or status_patch))
-            patch.setdefault("metadata", {})["resourceVersion"] = current["metadata"].get("resourceVersion")
-            return patch
-
-        self.machine, patch = update_with_retry(self.api, self.machine, build, status=status_patch is not None, dry_run=self.request.check_mode)
-        self.changed = self.changed or patch is not None
-        self.started_at = flavour.drain_started_at(self.machine) or stamp
-
-    # -- gates -------------------------------------------------------------------
     def load_machine(self) -> None:
         request = self.request
         if not request.namespace:
@@ -261,230 +328,109 @@ class DrainRun:
         machine = get_machine(self.api, request.namespace, request.machine, request.api_version)
         if machine is None:
             raise MachineError(f"Machine {request.namespace}/{request.machine} not found")
-        self.machine = machine
-        self.flavour = flavour_for(machine)
+        self.recorder = DeletionRecorder(self.api, machine, flavour_for(machine), dry_run=request.check_mode)
+        self.progress = MachineProgress(self.recorder)
+        self.gate = DrainGate(self.api, self.recorder, wait=request.waits, wait_timeout=request.wait_timeout, deadline=self.deadline, fail=self.fail)
 
-    def refresh_machine(self) -> None:
-        current = refresh(self.api, self.machine)
-        if current is None:
-            raise self.fail(f"Machine {machine_label(self.machine)} was deleted while its Node was being drained")
-        self.machine = current
-
-    def skip_reason(self) -> str | None:
-        """Why this Machine's Node is not to be touched at all (Cluster API skip cases, no Node)."""
-        if self.deleting:
-            reason = node_steps_skip_reason(self.api, self.machine, self.flavour)
-            if reason:
-                return reason
-        node = self.flavour.node_name(self.machine)
-        if not node:
-            return f"Machine {machine_label(self.machine)} has no status.nodeRef"
-        self.node_name = node
+    def machine_checks(self, first: bool) -> dict | None:
+        """Before each pass: the Machine's skips, gates and start time; a final result when the task stops here."""
+        gate, state = self.gate, self.request.state
+        if not first:
+            gate.refresh()
+        reason = gate.node_skip_reason()
+        if reason:
+            return self.skipped(reason)
+        self.report.node_name = gate.node_name()
+        if state != UNCORDONED:
+            hooks = gate.pre_drain()
+            if hooks:
+                return self.held(hooks)
+        if state != DRAINED:
+            return None
+        reason = gate.drain_skip_reason()
+        if reason:
+            self.progress.skipped()
+            return self.skipped(reason)
+        started = self.progress.start_time()
+        if started is not None:
+            self.report.started_at = started
         return None
 
-    def drain_skip_reason(self) -> str | None:
-        """The exclude annotation, or the Machine's drain timeout having passed (while deleting)."""
-        flavour, machine = self.flavour, self.machine
-        if flavour.drain_excluded(machine):
-            return f"Machine {machine_label(machine)} has the {flavour.exclude_drain_annotation} annotation"
-        if self.deleting:
-            timeout = flavour.drain_timeout(machine)
-            started = flavour.drain_started_at(machine)
-            if timeout and started is not None and (now() - started).total_seconds() >= timeout:
-                return f"the node drain timeout of Machine {machine_label(machine)} ({timeout} s) has passed since the drain started at {rfc3339(started)}"
-        return None
-
-    def gate(self) -> dict | None:
-        """Pass the preDrain gate; a final result when held there (no wait, check mode), None when open."""
-        while True:
-            hooks = self.flavour.hooks(self.machine).get(PRE_DRAIN) or []
-            if not hooks:
-                return None
-            self.record(Stage(STAGE_PRE_DRAIN, hooks=hooks))
-            label = machine_label(self.machine)
-            blocked = [hook.as_dict() for hook in hooks]
-            message = f"Node {self.node_name} of Machine {label} is held by preDrain hooks: {hooks_text(hooks)}"
-            if self.request.check_mode or not self.request.wait:
-                if self.request.check_mode and self.request.state == DRAINED:
-                    # The plan shows what would happen once the gate opens; nothing happens now.
-                    changed = self.changed
-                    with contextlib.suppress(MachineError, ApiError):
-                        self.preview()
-                    self.changed, self.node_after = changed, self.node_before
-                return self.result(False, message, blocked_by=blocked)
-            machine, opened = wait_for_machine(self.api, self.machine, lambda m: m is None or not self.flavour.hooks(m).get(PRE_DRAIN), self.deadline)
-            if machine is None:
-                raise self.fail(f"Machine {label} was deleted while waiting at its preDrain gate")
-            self.machine = machine
-            if not opened:
-                hooks = self.flavour.hooks(machine).get(PRE_DRAIN) or []
-                raise self.fail(
-                    f"Timed out after {self.request.wait_timeout} s waiting for the preDrain hooks of Machine {label} to be removed: {hooks_text(hooks)}",
-                    blocked_by=[hook.as_dict() for hook in hooks],
-                )
-
-    # -- states --------------------------------------------------------------------
-    def run(self) -> dict:
-        request = self.request
-        # Bad inline rules fail before anything is touched.
-        self.inline_rules = normalize_rules(request.rules)
-        if request.machine:
-            self.load_machine()
-            reason = self.skip_reason()
-            if reason:
-                return self.skipped(reason)
-            held = self.gate() if request.state != UNCORDONED else None
-            if held is not None:
-                return held
-        if request.state == DRAINED:
-            return self.drain()
-        return self.set_schedulable(request.state == UNCORDONED)
-
-    def skipped(self, reason: str, stage: bool = False) -> dict:
-        if stage:
-            self.record(Stage(STAGE_DRAIN_SKIPPED))
-        action = {DRAINED: "Drain", CORDONED: "Cordon", UNCORDONED: "Uncordon"}[self.request.state]
-        return self.result(True, f"{action} skipped: {reason}", skipped_reason=reason)
+    def held(self, hooks: list[Hook]) -> dict:
+        """Held at the preDrain gate without waiting (wait false, check mode)."""
+        report = self.report
+        if self.request.check_mode and self.request.state == DRAINED:
+            # The plan shows what would happen once the gate opens; nothing happens now.
+            changed = report.changed
+            with contextlib.suppress(MachineError, ApiError):
+                self.preview()
+            report.changed, report.node_after = changed, report.node_before
+        return self.result(False, held_message(report.node_name, self.machine, hooks), blocked_by=[hook.as_dict() for hook in hooks])
 
     def set_schedulable(self, schedulable: bool) -> dict:
-        node = get_node(self.api, self.node_name)
-        verb = "uncordon" if schedulable else "cordon"
+        node_name = self.report.node_name
+        node = get_node(self.api, node_name)
         if node is None:
             if schedulable:
-                raise MachineError(f"Cannot {verb} Node {self.node_name}: it does not exist")
-            return self.result(True, f"Node {self.node_name} does not exist: nothing to cordon", skipped_reason=f"Node {self.node_name} does not exist")
-        self.node_before = node
+                raise MachineError(f"Cannot uncordon Node {node_name}: it does not exist")
+            return self.result(True, f"Node {node_name} does not exist: nothing to cordon", skipped_reason=f"Node {node_name} does not exist")
         if self.request.check_mode:
-            changed = is_unschedulable(node) == schedulable
-            self.changed = changed
-            self.node_after = {**node, "spec": {**(node.get("spec") or {}), "unschedulable": not schedulable}}
+            after, changed = with_unschedulable(node, not schedulable), is_unschedulable(node) == schedulable
         else:
-            self.node_after, changed = set_unschedulable(self.api, node, not schedulable)
-            self.changed = changed
+            after, changed = set_unschedulable(self.api, node, not schedulable)
+        self.report.record_node(node, after, changed)
         done = "uncordoned" if schedulable else "cordoned"
-        message = f"Node {self.node_name} {done}" if changed else f"Node {self.node_name} was already {done}"
-        return self.result(True, message)
+        return self.result(True, f"Node {node_name} {done}" if changed else f"Node {node_name} was already {done}")
 
-    # -- the drain -------------------------------------------------------------------
-    def rules(self) -> list[dict]:
-        namespace = self.machine["metadata"]["namespace"] if self.machine is not None else self.request.namespace
-        served = served_drain_rules(self.api, namespace) if self.request.use_cluster_rules and namespace else []
-        return merge_rules(self.inline_rules, served, namespace)
-
-    def one_pass(self, act: bool) -> DrainPass:
-        drain = drain_pass(
-            self.api,
-            self.node_name,
-            context=self.context,
-            rules=self.drain_rules,
-            machine=self.machine,
-            cluster=self.cluster,
-            started_at=self.started_at,
-            now=now(),
-            act=act,
-            grace_period=self.request.grace_period,
-            disable_eviction=self.request.disable_eviction,
-        )
-        self.passes += 1
-        if self.node_before is None:
-            self.node_before = drain.node
-        self.node_after = drain.node
-        self.ledger.record(drain, count_evictions=act)
-        if drain.cordoned or (act and drain.outcome.evicted):
-            self.changed = True
-        return drain
-
-    def prepare(self) -> None:
-        self.context = PodContext(self.api)
-        self.cluster = get_cluster(self.api, self.machine, self.flavour) if self.machine is not None else None
-        self.drain_rules = self.rules()
-
-    def preview(self) -> DrainPass:
-        """One pass that writes nothing; what it would do becomes the result."""
-        self.prepare()
-        drain = self.one_pass(act=False)
-        if drain.node is not None:
-            would_cordon = not is_unschedulable(drain.node)
-            self.node_after = {**drain.node, "spec": {**(drain.node.get("spec") or {}), "unschedulable": True}}
-            self.changed = self.changed or would_cordon or bool(drain.plan.evict_now)
-        return drain
-
+    # -- the drain -----------------------------------------------------------
     def drain(self) -> dict:
-        first = True
+        if self.request.check_mode:
+            return self.finish_preview()
         while True:
-            final = self.machine_checks(first)
-            if final is not None:
-                return final
-            if self.request.check_mode:
-                return self.finish_preview()
-            drain = self.run_pass(first)
-            first = False
+            drain = self.run_pass()
             final = self.after_pass(drain)
             if final is not None:
                 return final
             self.pause(drain)
+            if self.gate is not None:
+                final = self.machine_checks(first=False)
+                if final is not None:
+                    return final
 
-    def machine_checks(self, first: bool) -> dict | None:
-        """Before each pass: the Machine's gates, skips and start time; a final result when the drain stops here."""
-        if self.machine is None:
-            return None
-        if not first:
-            # Hooks, annotations and the timeout may have changed since the last pass.
-            self.refresh_machine()
-            reason = self.skip_reason()
-            if reason:
-                return self.skipped(reason)
-            held = self.gate()
-            if held is not None:
-                return held
-        reason = self.drain_skip_reason()
-        if reason:
-            return self.skipped(reason, stage=True)
-        if self.deleting:
-            self.record_start_time()
-        return None
-
-    def run_pass(self, first: bool) -> DrainPass:
+    def run_pass(self) -> DrainPass:
         try:
-            if first:
-                self.prepare()
-            return self.one_pass(act=True)
+            drain = self.passes.one_pass(self.report.node_name, machine=self.machine, started_at=self.report.started_at)
         except (MachineError, ApiError) as exc:
             raise self.failed(exc) from None
+        self.report.record_pass(drain, act=True)
+        return drain
+
+    def preview(self) -> DrainPass:
+        """One pass that writes nothing; what it would do becomes the result."""
+        drain = self.passes.one_pass(self.report.node_name, machine=self.machine, started_at=self.report.started_at, act=False)
+        self.report.record_preview(drain)
+        return drain
 
     def after_pass(self, drain: DrainPass) -> dict | None:
         """Record the pass; a final result when the task ends with it."""
+        self.progress.after_pass(drain, self.report.node_name)
         if drain.completed:
-            if self.record(Stage(STAGE_DRAINED)):
-                self.succeeded()
-            if drain.node is None:
-                reason = f"Node {self.node_name} does not exist"
-                return self.result(True, f"{reason}: nothing to drain", skipped_reason=reason)
-            return self.result(True, f"Node {self.node_name} drained")
-        self.record(Stage(STAGE_DRAINING, message=drain.message))
+            return self.drained(drain)
         if not self.request.wait:
             return self.result(False, drain.message)
-        if time.monotonic() >= self.deadline:
-            raise self.fail(f"Timed out after {self.request.wait_timeout} s draining Node {self.node_name}. {drain.message}")
+        if self.passes.timed_out():
+            raise self.fail(f"Timed out after {self.request.wait_timeout} s draining Node {self.report.node_name}. {drain.message}")
         return None
 
-    def pause(self, drain: DrainPass) -> None:
-        """Wait before the next pass: until the current batch is gone, or ``wait_sleep`` when retrying."""
-        limit = self.machine_drain_remaining(self.deadline - time.monotonic())
-        # At least a second between passes that only retry, whatever wait_sleep says.
-        seconds = wait_seconds(drain, wait_sleep=max(1, self.request.wait_sleep), remaining=limit)
-        if seconds > 0:
-            wait_for_pods(self.api, self.node_name, drain.resource_version, drain.waiting_for(), seconds)
+    def drained(self, drain: DrainPass) -> dict:
+        node_name = self.report.node_name
+        if drain.node is None:
+            reason = f"Node {node_name} does not exist"
+            return self.result(True, f"{reason}: nothing to drain", skipped_reason=reason)
+        return self.result(True, f"Node {node_name} drained")
 
-    def machine_drain_remaining(self, remaining: float) -> float:
-        """Bound a wait by the Machine's own drain timeout, so the pass after it expires comes on time."""
-        if not self.deleting:
-            return remaining
-        timeout = self.flavour.drain_timeout(self.machine)
-        if not timeout:
-            return remaining
-        left = timeout - (now() - self.started_at).total_seconds()
-        return max(0.0, min(remaining, left + 1))
+    def pause(self, drain: DrainPass) -> None:
+        self.passes.pause(self.report.node_name, drain, machine_left=self.progress.drain_timeout_left(self.report.started_at))
 
     def finish_preview(self) -> dict:
         """Check mode: one pass that writes nothing (evictions as server-side dry runs)."""
@@ -492,30 +438,14 @@ class DrainRun:
             drain = self.preview()
         except (MachineError, ApiError) as exc:
             raise self.failed(exc) from None
-        if drain.node is None:
-            self.record(Stage(STAGE_DRAINED))
-            reason = f"Node {self.node_name} does not exist"
-            return self.result(True, f"{reason}: nothing to drain", skipped_reason=reason)
-        if drain.completed:
-            self.record(Stage(STAGE_DRAINED))
-            return self.result(True, f"Node {self.node_name} drained")
-        self.record(Stage(STAGE_DRAINING, message=drain.message))
-        return self.result(False, drain.message)
+        self.progress.after_pass(drain, self.report.node_name)  # as dry runs, and no Event
+        return self.drained(drain) if drain.completed else self.result(False, drain.message)
 
-    def succeeded(self) -> None:
-        self.event("Normal", "SuccessfulDrainNode", f"success draining Machine's node {go_quote(self.node_name)}")
-
-    def failed(self, exc: Exception) -> MachineError:
+    def failed(self, exc: MachineError | ApiError) -> MachineError:
         """A pass that could not run: DrainingFailed and FailedDrainNode (while deleting), then fail."""
-        if isinstance(exc, ApiError):
-            message = f"Failed to drain Node {self.node_name}: {exc.method} {exc.path}: {exc.status} {exc.message}"
-        else:
-            message = str(getattr(exc, "msg", exc))
-        try:
-            self.record(Stage(STAGE_DRAIN_FAILED, message=message))
-            self.event("Warning", "FailedDrainNode", f"error draining Machine's node {go_quote(self.node_name)}: {message}")
-        except (MachineError, ApiError):
-            pass  # the original failure is what the user needs to see
+        node_name = self.report.node_name
+        message = f"Failed to drain Node {node_name}: {exc.describe()}" if isinstance(exc, ApiError) else exc.msg
+        self.progress.failed(node_name, message)
         return self.fail(message)
 
 

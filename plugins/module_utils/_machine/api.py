@@ -8,6 +8,9 @@ Functions take a ``KubeApi`` and plain values, never the module object.
 
 from __future__ import annotations
 
+import contextlib
+import datetime as _dt
+import json
 from collections.abc import Callable
 from typing import Any
 
@@ -23,6 +26,7 @@ from ansible_collections.lifecycle.machine.plugins.module_utils._machine.flavour
     OPENSHIFT_GROUP,
     Flavour,
     ObjectRef,
+    is_deleting,
     machine_label,
 )
 from ansible_collections.lifecycle.machine.plugins.module_utils._machine.selection import MachineSelection
@@ -255,6 +259,70 @@ def emit_event(api: KubeApi, machine: dict, event_type: str, reason: str, messag
 
 def wait_for_machine(api: KubeApi, machine: dict, satisfied: Callable[[dict | None], bool], deadline: float) -> tuple[dict | None, bool]:
     """Wait until ``satisfied(current Machine or None when gone)`` holds, or
-    ``deadline`` (a ``time.monotonic()`` value) passes; (Machine, satisfied).
+    ``deadline`` (an ``api.monotonic()`` value) passes; (Machine, satisfied).
     Watches the Machine, so the wait ends as soon as the change lands."""
     return wait_for_object(api, machine_path(machine), satisfied, deadline, adapt=lambda m: _with_api_version(m, machine["apiVersion"]))
+
+
+class DeletionRecorder:
+    """What a runner writes on a Machine while it is being deleted, as the
+    upstream controllers do (docs/behaviour.md §2): deletion stages in its
+    conditions, Events, and the start time of a step, recorded once.
+
+    Holds the Machine as last read or written (``machine``; a runner that
+    reads it again sets it). Nothing is written while the Machine is not being
+    deleted. In a dry run, writes are server-side dry runs and no Event is
+    sent. ``changed`` says whether anything was (or, in a dry run, would have
+    been) written.
+    """
+
+    def __init__(self, api: KubeApi, machine: dict, flavour: Flavour, *, dry_run: bool = False):
+        self.api = api
+        self.machine = machine
+        self.flavour = flavour
+        self.dry_run = dry_run
+        self.changed = False
+
+    @property
+    def deleting(self) -> bool:
+        return is_deleting(self.machine)
+
+    def stage(self, stage: Any) -> bool:
+        """Write a deletion stage to the Machine's conditions; whether anything changed."""
+        if not self.deleting:
+            return False
+        self.machine, wrote = write_stage(self.api, self.machine, self.flavour, stage, dry_run=self.dry_run)
+        self.changed = self.changed or wrote
+        return wrote
+
+    def event(self, event_type: str, reason: str, message: str) -> None:
+        """Record an Event on the Machine; best effort, as upstream's recorders."""
+        if self.deleting and not self.dry_run:
+            with contextlib.suppress(ApiError):
+                emit_event(self.api, self.machine, event_type, reason, message)
+
+    def start_time(self, step: str) -> _dt.datetime | None:
+        """When ``step`` (``"drain"`` or ``"volumes"``) was first attempted: as
+        recorded on the Machine, else now, recorded once (a resourceVersion-guarded
+        write, so a concurrent recorder's time wins). None while not deleting."""
+        if not self.deleting:
+            return None
+        started_at = {"drain": self.flavour.drain_started_at, "volumes": self.flavour.volume_detach_started_at}[step]
+        recorded = started_at(self.machine)
+        if recorded is not None:
+            return recorded
+        stamp = now()
+        for patch, status in zip(self.flavour.start_time_patches(**{step: stamp}), (False, True), strict=True):
+            if patch is None:
+                continue
+
+            def build(current: dict, patch: dict = patch) -> dict | None:
+                if started_at(current) is not None:
+                    return None
+                guarded = json.loads(json.dumps(patch))
+                guarded.setdefault("metadata", {})["resourceVersion"] = current["metadata"].get("resourceVersion")
+                return guarded
+
+            self.machine, sent = update_with_retry(self.api, self.machine, build, status=status, dry_run=self.dry_run)
+            self.changed = self.changed or sent is not None
+        return started_at(self.machine) or stamp

@@ -1,0 +1,55 @@
+# Copyright: lifecycle.machine contributors
+# Apache License 2.0 (see LICENSE)
+"""What one ``machine_drain`` task is asked to do, as plain values (pure)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+DRAINED, CORDONED, UNCORDONED = "drained", "cordoned", "uncordoned"
+# The verb of each state, as skip messages say it ("Drain skipped: ...").
+ACTIONS = {DRAINED: "Drain", CORDONED: "Cordon", UNCORDONED: "Uncordon"}
+
+
+@dataclass
+class DrainRequest:
+    """The module's options, as plain values."""
+
+    node: str | None = None
+    machine: str | None = None
+    namespace: str | None = None
+    api_version: str | None = None
+    state: str = DRAINED
+    rules: list[dict] = field(default_factory=list)
+    use_cluster_rules: bool = True
+    wait: bool = True
+    wait_timeout: int = 600
+    wait_sleep: int = 2
+    grace_period: int | None = None
+    disable_eviction: bool = False
+    check_mode: bool = False
+
+    @classmethod
+    def from_params(cls, params: dict[str, Any], check_mode: bool) -> DrainRequest:
+        """The request of a task, from the module's parameters."""
+        return cls(
+            node=params["node"],
+            machine=params["machine"],
+            namespace=params["namespace"],
+            api_version=params["api_version"],
+            state=params["state"],
+            rules=params["rules"] or [],
+            use_cluster_rules=params["use_cluster_rules"],
+            wait=params["wait"],
+            wait_timeout=params["wait_timeout"],
+            wait_sleep=params["wait_sleep"],
+            grace_period=params["grace_period"],
+            disable_eviction=params["disable_eviction"],
+            check_mode=check_mode,
+        )
+
+    @property
+    def waits(self) -> bool:
+        """Whether the task waits (at the preDrain gate, between passes): never in check mode."""
+        return self.wait and not self.check_mode

@@ -1,0 +1,191 @@
+"""The drain's gate against the fake transport: the preDrain gate held,
+opened and timed out (on the fake clock), the skip reasons, and the pure
+decisions behind them."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import pytest
+from drain_run_helpers import CAPI_V2, NODE, NS, OPENSHIFT_V, capi_machine, iso, machine_path, openshift_machine
+from fake_kube import FakeKube
+
+from ansible_collections.lifecycle.machine.plugins.module_utils._drain.gates import drain_skip_reason, drain_timeout_left, pre_drain_hooks
+from ansible_collections.lifecycle.machine.plugins.module_utils._drain.run import DrainGate
+from ansible_collections.lifecycle.machine.plugins.module_utils._errors import MachineError
+from ansible_collections.lifecycle.machine.plugins.module_utils._machine.api import DeletionRecorder
+from ansible_collections.lifecycle.machine.plugins.module_utils._machine.flavour import flavour_for
+
+MACHINE = machine_path()
+HOOK_TEXT = "quorum-guard (owner etcd)"
+
+
+def gate_for(fake: FakeKube, machine: dict, *, wait: bool = True, timeout: int = 30, dry_run: bool = False) -> DrainGate:
+    recorder = DeletionRecorder(fake, machine, flavour_for(machine), dry_run=dry_run)
+    return DrainGate(fake, recorder, wait=wait, wait_timeout=timeout, deadline=fake.monotonic() + timeout)
+
+
+def drainable(fake: FakeKube) -> dict | None:
+    conditions = fake.objects[MACHINE].get("status", {}).get("conditions") or []
+    return next((c for c in conditions if c["type"] == "Drainable"), None)
+
+
+# -- the preDrain gate ------------------------------------------------------------
+
+
+def test_open_gate_returns_at_once_and_writes_nothing() -> None:
+    fake = FakeKube()
+    gate = gate_for(fake, openshift_machine(fake))
+    before = len(fake.changes)
+    assert gate.pre_drain() == []
+    assert len(fake.changes) == before and fake.request_count == 0
+
+
+def test_held_gate_without_waiting_reports_the_hooks_and_records_them() -> None:
+    fake = FakeKube()
+    gate = gate_for(fake, openshift_machine(fake, hooks=[("quorum-guard", "etcd")]), wait=False)
+    hooks = gate.pre_drain()
+    assert [(hook.name, hook.owner) for hook in hooks] == [("quorum-guard", "etcd")]
+    condition = drainable(fake)
+    assert (condition["status"], condition["reason"]) == ("False", "HookPresent")
+    assert condition["message"] == "Drain operation currently blocked by: [{Name:quorum-guard Owner:etcd}]"
+    assert gate.recorder.changed and gate.recorder.machine["status"]["conditions"] == fake.objects[MACHINE]["status"]["conditions"]
+
+
+def test_held_gate_in_a_dry_run_writes_nothing() -> None:
+    fake = FakeKube()
+    gate = gate_for(fake, openshift_machine(fake, hooks=[("quorum-guard", "etcd")]), wait=False, dry_run=True)
+    before = len(fake.changes)
+    assert len(gate.pre_drain()) == 1
+    assert len(fake.changes) == before and drainable(fake) is None
+    assert gate.recorder.changed, "a dry run says what it would write"
+
+
+def test_gate_opens_when_the_hook_is_removed_while_waiting() -> None:
+    fake = FakeKube()
+    gate = gate_for(fake, openshift_machine(fake, hooks=[("quorum-guard", "etcd")]))
+
+    def remove_hook(method: str, path: str) -> None:
+        if method == "GET" and path.endswith("/machines?watch"):
+            opened = {**fake.objects[MACHINE], "spec": {}}
+            fake.put(MACHINE, opened)
+
+    fake.on_request = remove_hook
+    started = fake.monotonic()
+    assert gate.pre_drain() == []
+    assert "lifecycleHooks" not in gate.machine["spec"]
+    assert gate.recorder.machine is gate.machine
+    assert fake.monotonic() == started, "the watch saw the change: no waiting"
+
+
+def test_gate_times_out_on_the_fake_clock() -> None:
+    fake = FakeKube()
+    gate = gate_for(fake, openshift_machine(fake, hooks=[("quorum-guard", "etcd")]), timeout=30)
+    started = fake.monotonic()
+    with pytest.raises(MachineError) as failure:
+        gate.pre_drain()
+    assert failure.value.msg == f"Timed out after 30 s waiting for the preDrain hooks of Machine {NS}/m1 to be removed: {HOOK_TEXT}"
+    assert failure.value.result == {"blocked_by": [{"name": "quorum-guard", "owner": "etcd"}]}
+    assert fake.monotonic() >= started + 30
+
+
+def test_machine_deleted_at_the_gate_fails() -> None:
+    fake = FakeKube()
+    gate = gate_for(fake, openshift_machine(fake, hooks=[("quorum-guard", "etcd")]))
+
+    def delete_machine(method: str, path: str) -> None:
+        if method == "GET" and path.endswith("/machines?watch") and MACHINE in fake.objects:
+            fake.finish(MACHINE)
+
+    fake.on_request = delete_machine
+    with pytest.raises(MachineError, match=f"^Machine {NS}/m1 was deleted while waiting at its preDrain gate$"):
+        gate.pre_drain()
+
+
+def test_refresh_sees_the_machine_again_or_fails_when_it_is_gone() -> None:
+    fake = FakeKube()
+    gate = gate_for(fake, openshift_machine(fake))
+    fake.put(MACHINE, {**fake.objects[MACHINE], "metadata": {**fake.objects[MACHINE]["metadata"], "annotations": {"a": "b"}}})
+    gate.refresh()
+    assert gate.machine["metadata"]["annotations"] == {"a": "b"}
+    fake.finish(MACHINE)
+    with pytest.raises(MachineError, match=f"^Machine {NS}/m1 was deleted while its Node was being drained$"):
+        gate.refresh()
+
+
+# -- skip reasons ------------------------------------------------------------------
+
+
+def test_no_skip_for_a_machine_with_a_node() -> None:
+    fake = FakeKube()
+    gate = gate_for(fake, capi_machine(fake))
+    assert gate.node_skip_reason() is None and gate.node_name() == NODE
+    assert gate.drain_skip_reason() is None
+
+
+@pytest.mark.parametrize(
+    ("setup", "reason"),
+    [
+        ({"cluster_deleting": True}, f"Cluster {NS}/c1 is being deleted"),
+        ({"control_plane_machines": 0}, f"no active control plane Machine is left in Cluster {NS}/c1"),
+    ],
+)
+def test_cluster_api_skip_reasons(setup, reason) -> None:
+    fake = FakeKube()
+    gate = gate_for(fake, capi_machine(fake, **setup))
+    assert gate.node_skip_reason() == reason
+
+
+def test_cluster_api_skip_cases_only_apply_while_deleting() -> None:
+    fake = FakeKube()
+    gate = gate_for(fake, capi_machine(fake, deleting=False, cluster_deleting=True))
+    assert gate.node_skip_reason() is None
+
+
+def test_no_node_ref_is_a_skip() -> None:
+    fake = FakeKube()
+    gate = gate_for(fake, openshift_machine(fake, node=None))
+    assert gate.node_skip_reason() == f"Machine {NS}/m1 has no status.nodeRef"
+
+
+def test_exclude_annotation_skips_the_drain() -> None:
+    fake = FakeKube()
+    gate = gate_for(fake, openshift_machine(fake, annotations={"machine.openshift.io/exclude-node-draining": ""}))
+    assert gate.drain_skip_reason() == f"Machine {NS}/m1 has the machine.openshift.io/exclude-node-draining annotation"
+
+
+def test_passed_drain_timeout_skips_the_drain() -> None:
+    fake = FakeKube()
+    started = dt.datetime.now(dt.UTC) - dt.timedelta(seconds=120)
+    gate = gate_for(fake, capi_machine(fake, drain_timeout=60, drain_started=iso(started)))
+    assert gate.drain_skip_reason() == (f"the node drain timeout of Machine {NS}/m1 (60 s) has passed since the drain started at {iso(started)}")
+
+
+# -- the pure decisions ------------------------------------------------------------
+
+NOW = dt.datetime(2026, 1, 2, 3, 4, 5, tzinfo=dt.UTC)
+
+
+def capi(**spec) -> dict:
+    return {"apiVersion": CAPI_V2, "kind": "Machine", "metadata": {"name": "m1", "namespace": NS}, "spec": spec, "status": {}}
+
+
+def test_drain_timeout_counts_only_while_deleting() -> None:
+    machine = capi(deletion={"nodeDrainTimeoutSeconds": 60})
+    machine["status"]["deletion"] = {"nodeDrainStartTime": "2026-01-02T03:00:00Z"}
+    flavour = flavour_for(machine)
+    assert drain_skip_reason(flavour, machine, deleting=False, now=NOW) is None
+    assert drain_skip_reason(flavour, machine, deleting=True, now=NOW).startswith("the node drain timeout of Machine")
+
+
+def test_drain_timeout_left_is_one_second_past_the_timeout() -> None:
+    machine = capi(deletion={"nodeDrainTimeoutSeconds": 60})
+    flavour = flavour_for(machine)
+    assert drain_timeout_left(flavour, machine, started_at=NOW - dt.timedelta(seconds=50), now=NOW) == 11
+    assert drain_timeout_left(flavour, capi(), started_at=NOW, now=NOW) is None
+
+
+def test_pre_drain_hooks_of_a_gone_machine_are_none() -> None:
+    machine = {"apiVersion": OPENSHIFT_V, "metadata": {}, "spec": {"lifecycleHooks": {"preDrain": [{"name": "a", "owner": "b"}]}}}
+    assert [hook.name for hook in pre_drain_hooks(flavour_for(machine), machine)] == ["a"]
+    assert pre_drain_hooks(flavour_for(machine), None) == []
