@@ -66,6 +66,11 @@ AUDIT_POLICY = {
         # test can prove that ClusterRole grants exactly what the jobs need.
         {"level": "Metadata", "users": ["system:serviceaccount:lifecycle-machine:lifecycle-machine-awx"]},
         {"level": "Metadata", "verbs": ["create"], "resources": [{"group": "", "resources": ["pods/eviction"]}]},
+        # Machine requests, so a test can prove whose identity (impersonated or not) acted on a Machine.
+        {
+            "level": "Metadata",
+            "resources": [{"group": "machine.openshift.io", "resources": ["machines"]}, {"group": "cluster.x-k8s.io", "resources": ["machines"]}],
+        },
         {"level": "Metadata", "verbs": ["delete"], "resources": [{"group": "", "resources": ["pods", "nodes"]}]},
         {"level": "None"},
     ],

@@ -8,8 +8,13 @@ AnsibleModule.
 
 from __future__ import annotations
 
+import contextlib
 import copy
+import os
+import signal
 import sys
+import threading
+import time
 import traceback
 from collections.abc import Callable
 from typing import Any
@@ -113,6 +118,7 @@ def run(module: Any, body: Callable[[Any], dict]) -> None:
     api = None
     try:
         api = api_from_module(module)
+        stop_when_cancelled(api)
         result = body(api)
     except MachineError as exc:
         _warn_retries(module, api)
@@ -129,5 +135,75 @@ def run(module: Any, body: Callable[[Any], dict]) -> None:
 
 
 def _warn_retries(module: Any, api: Any) -> None:
-    if api is not None and api.retries:
+    if api is not None and api.retry_summary():
         module.warn(f"Kubernetes API requests were retried after transient failures: {api.retry_summary()}")
+
+
+# Signals with which Ansible, AWX (ansible-runner) and a terminal stop a run.
+CANCEL_SIGNALS = ("SIGINT", "SIGTERM", "SIGHUP")
+# How often the watchdog looks at the run that started the module.
+WATCHDOG_SECONDS = 0.5
+
+
+def stop_when_cancelled(api: Any) -> None:
+    """Cancel the transport (no request is sent after it, waits end at once) when
+    the module gets SIGINT / SIGTERM / SIGHUP, or when the Ansible run that
+    started it is gone: a cancelled job must not go on evicting or deleting."""
+    for name in CANCEL_SIGNALS:
+        with contextlib.suppress(ValueError, OSError, AttributeError):  # not the main thread, or no such signal
+            signal.signal(getattr(signal, name), lambda _signum, _frame: api.cancel())
+    ancestors = ansible_ancestors(os.getpid())
+    if not ancestors:
+        return
+
+    def watch() -> None:
+        while not api.cancelled:
+            if any(_start_time(pid) != started for pid, started in ancestors):
+                api.cancel()
+                return
+            time.sleep(WATCHDOG_SECONDS)
+
+    threading.Thread(target=watch, name="lifecycle-machine-watchdog", daemon=True).start()
+
+
+def ansible_ancestors(pid: int) -> list[tuple[int, str]]:
+    """(pid, start time) of this process's ancestors that run Ansible (ansible-playbook,
+    its workers, ansible, ansible-runner); empty where /proc is not available."""
+    found = []
+    seen = set()
+    while pid > 1 and pid not in seen:
+        seen.add(pid)
+        parent = _parent(pid)
+        if parent is None or parent <= 1:
+            break
+        try:
+            with open(f"/proc/{parent}/cmdline", "rb") as handle:
+                command = handle.read().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            break
+        if "ansible" in command:
+            found.append((parent, _start_time(parent)))
+        pid = parent
+    return found
+
+
+def _stat(pid: int) -> list[str] | None:
+    try:
+        with open(f"/proc/{pid}/stat", encoding="utf-8") as handle:
+            # The command name may hold spaces and parentheses: the fields follow the last ")".
+            return handle.read().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+
+
+def _parent(pid: int) -> int | None:
+    fields = _stat(pid)
+    return int(fields[1]) if fields else None
+
+
+def _start_time(pid: int) -> str | None:
+    """When the process started (field 22 of /proc/<pid>/stat): a reused pid gets another."""
+    fields = _stat(pid)
+    if not fields or fields[0] == "Z":
+        return None
+    return fields[19]

@@ -38,7 +38,7 @@ def test_impersonated_user_without_rights_is_refused_and_changes_nothing(*, flav
     name = machine["metadata"]["name"]
     read = run_module("machine_info", {"machine": name, "namespace": namespace, "impersonate_user": NOBODY})
     assert read.get("failed") and "403" in read["msg"], read
-    hook = {"machine": name, "namespace": namespace, "point": "preDrain", "name": "guard", "owner": "me", "impersonate_user": NOBODY}
+    hook = {"machine": name, "namespace": namespace, "point": "preDrain", "name": "guard", "owner": "lm-tests", "impersonate_user": NOBODY}
     written = run_module("machine_hook", hook)
     assert written.get("failed") and "403" in written["msg"], written
     assert kube.get(f"{machine_collection(flavour, namespace)}/{name}")["metadata"]["resourceVersion"] == version
@@ -48,7 +48,7 @@ def test_the_shipped_role_is_enough_and_the_audit_log_names_the_impersonated_use
     *, flavour, namespace, make_machine, run_module, audit_events, shipped_rbac
 ) -> None:
     name = make_machine(namespace)["metadata"]["name"]
-    hook = {"machine": name, "namespace": namespace, "point": "preTerminate", "name": "guard", "owner": "me", "impersonate_user": SA_USER}
+    hook = {"machine": name, "namespace": namespace, "point": "preTerminate", "name": "guard", "owner": "lm-tests", "impersonate_user": SA_USER}
     added = run_module("machine_hook", hook)
     assert not added.get("failed"), added.get("msg")
     assert added["changed"] is True

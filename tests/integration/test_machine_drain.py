@@ -673,7 +673,9 @@ def test_machine_drain_timeout_ends_the_drain(*, flavour, kube, namespace, machi
     assert not result.get("failed"), result.get("msg")
     assert result["completed"] is True
     assert "node drain timeout" in result["skipped_reason"] and "(3 s)" in result["skipped_reason"]
-    assert result["passes"] >= 2
+    # The budget never allows the eviction: the drain waits for it to (a watch on the budget), not on
+    # a fixed retry, until the Machine's drain timeout ends the drain.
+    assert result["passes"] >= 1
     assert not get_pod(kube, namespace, "stuck-0")["metadata"].get("deletionTimestamp")
     current = kube.get(machine_path(flavour, namespace, machine))
     assert drain_start_time(current, flavour) == result["started_at"]

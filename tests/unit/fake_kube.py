@@ -105,7 +105,13 @@ class FakeDiscovery:
 
 
 class FakeKube:
-    """The transport's interface over an in-memory store."""
+    """The transport's interface over an in-memory store.
+
+    Its watches replay and end at once, so the drain's background watches
+    (which need a streaming server) stay off: ``background_watches`` False.
+    """
+
+    background_watches = False
 
     def __init__(self) -> None:
         self.objects: dict[str, dict] = {}

@@ -18,10 +18,13 @@ Functions take a ``KubeApi`` and plain values, never the module object.
 from __future__ import annotations
 
 import datetime as _dt
+import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 
-from ansible_collections.lifecycle.machine.plugins.module_utils._drain.budgets import budget_groups, dry_run_allowance, ready
+from ansible_collections.lifecycle.machine.plugins.module_utils._drain.budgets import budget_groups, covering_budgets, dry_run_allowance, ready
 from ansible_collections.lifecycle.machine.plugins.module_utils._drain.logic import (
+    PDB_MESSAGE,
     PodWait,
     classify_pods,
     daemonset_refs,
@@ -33,6 +36,7 @@ from ansible_collections.lifecycle.machine.plugins.module_utils._drain.logic imp
     progress_message,
 )
 from ansible_collections.lifecycle.machine.plugins.module_utils._drain.passes import DrainPass, EvictionOutcome
+from ansible_collections.lifecycle.machine.plugins.module_utils._drain.view import DrainView, budget_key
 from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.client import KubeApi
 from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.errors import ApiError
 from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.paths import resource_path
@@ -188,6 +192,7 @@ def evict_pods(
     disable_eviction: bool = False,
     dry_run: bool = False,
     budgets: list[dict] | None = None,
+    predict: bool = False,
 ) -> EvictionOutcome:
     """Evict Pods: concurrently, except that Pods under one PodDisruptionBudget
     go one after the other (see :func:`budget_groups`).
@@ -197,7 +202,9 @@ def evict_pods(
     budget refuses, its remaining Ready Pods are recorded as refused with the
     same message without asking again in this pass. In a dry run, Ready Pods
     beyond what a budget allows now are refused as the server would refuse them
-    (see :func:`dry_run_allowance`).
+    (see :func:`dry_run_allowance`). With ``predict`` (``budgets`` kept current
+    by a watch) a real drain does the same instead of sending evictions the
+    budget is known to refuse: the watch wakes the drain when it allows more.
     """
     outcome = EvictionOutcome()
     if not pods:
@@ -207,9 +214,14 @@ def evict_pods(
     def chain(group: list[dict]) -> list[tuple[str, str | None, bool]]:
         results = []
         refusal = None
-        allowance = dry_run_allowance(group, budgets or []) if dry_run and not disable_eviction and len(group) > 1 else None
+        known = (dry_run or predict) and not disable_eviction and (len(group) > 1 or predict)
+        allowance = dry_run_allowance(group, budgets or []) if known else None
         for pod in group:
             if refusal is not None and ready(pod):
+                results.append((pod_key(pod), refusal, False))
+                continue
+            if predict and allowance is not None and allowance[0] <= 0 and ready(pod):
+                refusal = allowance[1]
                 results.append((pod_key(pod), refusal, False))
                 continue
             failure, gone, status = _evict(api, pod, grace_period=grace_period, disable_eviction=disable_eviction, dry_run=dry_run)
@@ -249,6 +261,7 @@ def drain_pass(
     act: bool = True,
     grace_period: int | None = None,
     disable_eviction: bool = False,
+    observed: NodeWatch | None = None,
 ) -> DrainPass:
     """Cordon the Node, classify its Pods and evict the current batch.
 
@@ -256,14 +269,22 @@ def drain_pass(
     cordoned, and the current batch's evictions are sent as server-side dry
     runs, so the result shows which ones would be refused right now.
     A missing Node gives a completed pass with ``node`` None.
+
+    With ``observed`` (the Node, its Pods and the budgets kept current by
+    :class:`NodeWatch`) nothing is read: the pass classifies and evicts.
     """
-    node = get_node(api, node_name)
+    if observed is not None:
+        node, pods, watched_budgets = observed.snapshot()
+    else:
+        node, pods, watched_budgets = get_node(api, node_name), None, None
     if node is None:
         return DrainPass(node=None)
     result = DrainPass(node=node, unreachable=is_node_unreachable(node))
     if act:
         result.node, result.cordoned = set_unschedulable(api, node, True)
-    pods, result.resource_version = list_node_pods(api, node_name)
+    if pods is None:
+        pods, result.resource_version = list_node_pods(api, node_name)
+    result.pods = pods
     result.decisions = classify_pods(
         pods,
         machine=machine,
@@ -280,8 +301,18 @@ def drain_pass(
     if result.unreachable and grace_period is None:
         # Its kubelet will never confirm: don't wait for the Pods' own grace periods.
         grace_period = 1
-    budgets = list_budgets(api) if len(to_evict) > 1 and not disable_eviction else []
-    result.outcome = evict_pods(api, to_evict, grace_period=grace_period, disable_eviction=disable_eviction, dry_run=not act, budgets=budgets)
+    budgets = watched_budgets
+    if budgets is None:
+        budgets = list_budgets(api) if len(to_evict) > 1 and not disable_eviction else []
+    result.outcome = evict_pods(
+        api,
+        to_evict,
+        grace_period=grace_period,
+        disable_eviction=disable_eviction,
+        dry_run=not act,
+        budgets=budgets,
+        predict=watched_budgets is not None,
+    )
     result.message = progress_message(started_at, result.plan, result.outcome.failures, result.outcome.gone)
     return result
 
@@ -316,3 +347,128 @@ def wait_for_pods(api: KubeApi, node_name: str, resource_version: str | None, wa
         api.sleep(max(0.0, deadline - api.monotonic()))
         return "resync"
     return stopped[0] if stopped else outcome
+
+
+BUDGETS_PATH = resource_path("policy/v1", "poddisruptionbudgets")
+# A watch of the drain is opened again this often, so that a stopped drain's watches end soon.
+NODE_WATCH_SECONDS = 30
+# How often a pause looks whether the run was cancelled.
+CANCEL_CHECK_SECONDS = 0.25
+
+
+class NodeWatch:
+    """Keeps a :class:`DrainView` current from three watches in background threads
+    (the Node, its Pods, every PodDisruptionBudget) and lets the drain sleep until
+    the view says to wake.
+
+    Started after the first pass, from what that pass listed. When a watch cannot
+    run (no permission to watch, say), ``failed`` is set and the drain falls back
+    to listing on every pass.
+    """
+
+    def __init__(self, api: KubeApi, node_name: str, view: DrainView, *, deadline: float):
+        self.api = api
+        self.node_name = node_name
+        self.view = view
+        self.deadline = deadline
+        self.failed = False
+        self._cond = threading.Condition()
+        self._stopped = threading.Event()
+        self._threads: list[threading.Thread] = []
+
+    @classmethod
+    def start(cls, api: KubeApi, drain: DrainPass, node_name: str, *, deadline: float) -> NodeWatch | None:
+        """Watch from what ``drain`` (a pass that listed) saw; None when the budgets cannot be listed."""
+        if drain.node is None or drain.resource_version is None:
+            return None
+        try:
+            budgets, budgets_version = api.list_with_version(BUDGETS_PATH)
+        except ApiError:
+            return None
+        pods_version = drain.resource_version
+        watch = cls(api, node_name, DrainView(drain.node, drain.pods, budgets), deadline=deadline)
+        # resourceVersions are the store's revisions, shared by every resource: the Node is watched from the Pods' list.
+        watch._spawn("pods", resource_path("v1", "pods"), f"spec.nodeName={node_name}", pods_version, feed=watch.view.pod_event, relist=watch._relist_pods)
+        watch._spawn("nodes", resource_path("v1", "nodes"), f"metadata.name={node_name}", pods_version, feed=watch.view.node_event, relist=watch._relist_node)
+        if budgets_version:
+            watch._spawn("budgets", BUDGETS_PATH, None, budgets_version, feed=watch.view.budget_event, relist=watch._relist_budgets)
+        return watch
+
+    def _spawn(self, name: str, collection: str, field_selector: str | None, version: str | None, *, feed, relist) -> None:
+        def on_event(event: dict) -> bool:
+            with self._cond:
+                if feed(event["type"], event.get("object") or {}) is not None:
+                    self._cond.notify_all()
+            return self._stopped.is_set()
+
+        def run() -> None:
+            try:
+                watch_until(
+                    self.api,
+                    collection,
+                    on_event=on_event,
+                    deadline=self.deadline,
+                    resource_version=version,
+                    field_selector=field_selector,
+                    relist=relist,
+                    max_watch=NODE_WATCH_SECONDS,
+                )
+            except Exception:
+                with self._cond:
+                    self.failed = True
+                    self._cond.notify_all()
+
+        thread = threading.Thread(target=run, name=f"lifecycle-machine-drain-{name}", daemon=True)
+        self._threads.append(thread)
+        thread.start()
+
+    def _relist_pods(self) -> tuple[bool, str | None]:
+        pods, version = list_node_pods(self.api, self.node_name)
+        with self._cond:
+            if self.view.replace_pods(pods) is not None:
+                self._cond.notify_all()
+        return self._stopped.is_set(), version
+
+    def _relist_node(self) -> tuple[bool, str | None]:
+        nodes, version = self.api.list_with_version(resource_path("v1", "nodes"), field_selector=f"metadata.name={self.node_name}")
+        with self._cond:
+            reason = self.view.node_event("MODIFIED", nodes[0]) if nodes else self.view.node_event("DELETED", {})
+            if reason is not None:
+                self._cond.notify_all()
+        return self._stopped.is_set(), version
+
+    def snapshot(self) -> tuple[dict | None, list[dict], list[dict]]:
+        """(Node, its Pods, the budgets) as the watches last reported them."""
+        with self._cond:
+            return self.view.snapshot()
+
+    def _relist_budgets(self) -> tuple[bool, str | None]:
+        budgets, version = self.api.list_with_version(BUDGETS_PATH)
+        with self._cond:
+            if self.view.replace_budgets(budgets) is not None:
+                self._cond.notify_all()
+        return self._stopped.is_set(), version
+
+    def wait(self, waiting_for: set[str], retry_budgets: set[str], timeout: float) -> str:
+        """Sleep until the view says to wake (``gone``, ``added``, ``budget``, ``node``),
+        a watch fails (``resync``) or ``timeout`` seconds pass (``timeout``)."""
+        end = time.monotonic() + max(0.0, timeout)
+        with self._cond:
+            self.view.expect(waiting_for, retry_budgets)
+            # In short slices, so that a cancelled run (signal handler) is noticed at once.
+            while self.view.reason is None and not self.failed and not self.api.cancelled and time.monotonic() < end:
+                self._cond.wait(timeout=min(CANCEL_CHECK_SECONDS, max(0.0, end - time.monotonic())))
+            if self.view.reason is not None:
+                return self.view.reason
+            return "resync" if self.failed or self.api.cancelled else "timeout"
+
+    def stop(self) -> None:
+        """Let the watches end (each at its next event or within NODE_WATCH_SECONDS)."""
+        self._stopped.set()
+
+
+def refused_budgets(drain: DrainPass, budgets: list[dict]) -> set[str]:
+    """``namespace/name`` of the budgets covering the Pods whose eviction a budget refused in this pass."""
+    refused = {key for message, keys in drain.outcome.failures.items() if message.startswith(PDB_MESSAGE) for key in keys}
+    pods = [pod for pod in drain.pods if pod_key(pod) in refused]
+    return {budget_key(budget) for pod in pods for budget in covering_budgets(pod, budgets)}

@@ -24,6 +24,7 @@ class DrainPass:
     """One pass over a Node: what was found, decided and done."""
 
     node: dict | None
+    pods: list[dict] = field(default_factory=list)  # the Pods as this pass saw them
     decisions: list[PodDecision] = field(default_factory=list)
     plan: DrainPlan | None = None
     outcome: EvictionOutcome = field(default_factory=EvictionOutcome)

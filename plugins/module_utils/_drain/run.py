@@ -27,9 +27,11 @@ from typing import Any
 
 from ansible_collections.lifecycle.machine.plugins.module_utils._drain.api import (
     DrainPass,
+    NodeWatch,
     PodContext,
     drain_pass,
     get_node,
+    refused_budgets,
     served_drain_rules,
     set_unschedulable,
     wait_for_pods,
@@ -159,6 +161,10 @@ class DrainGate:
         return []
 
 
+# How often a drain starts watching its Node again after its watches failed.
+MAX_WATCH_STARTS = 3
+
+
 class DrainPasses:
     """The passes over a Node: one pass (cordon, classify every Pod, evict the
     current batch), the pause between two (a watch on the Node's Pods), and
@@ -177,6 +183,8 @@ class DrainPasses:
         self.context: PodContext | None = None
         self.cluster: dict | None = None
         self.rules: list[dict] = []
+        self.watch: NodeWatch | None = None
+        self.watch_starts = 0
 
     def prepare(self, machine: dict | None) -> None:
         self.context = PodContext(self.api)
@@ -186,10 +194,15 @@ class DrainPasses:
         self.rules = merge_rules(self.inline_rules, served, namespace)
 
     def one_pass(self, node_name: str, *, machine: dict | None, started_at: _dt.datetime, act: bool = True) -> DrainPass:
-        """One pass; with ``act`` False one that writes nothing (evictions as server-side dry runs)."""
+        """One pass; with ``act`` False one that writes nothing (evictions as server-side dry runs).
+
+        After the first pass of a drain that waits, the Node, its Pods and the
+        budgets are watched: later passes read nothing, and pauses end the
+        moment the drain can move on."""
         if self.context is None:
             self.prepare(machine)
-        return drain_pass(
+        watch = self.watch if self.watch is not None and not self.watch.failed else None
+        drain = drain_pass(
             self.api,
             node_name,
             context=self.context,
@@ -201,7 +214,20 @@ class DrainPasses:
             act=act,
             grace_period=self.request.grace_period,
             disable_eviction=self.request.disable_eviction,
+            observed=watch,
         )
+        if act and watch is None and self.request.wait and self.watch_starts < MAX_WATCH_STARTS and not drain.completed:
+            # A watch that failed (no permission to watch, say) is tried again a few times, then the passes list.
+            self.stop_watching()
+            self.watch_starts += 1
+            if getattr(self.api, "background_watches", True):
+                self.watch = NodeWatch.start(self.api, drain, node_name, deadline=self.deadline)
+        return drain
+
+    def stop_watching(self) -> None:
+        if self.watch is not None:
+            self.watch.stop()
+            self.watch = None
 
     def task_left(self) -> float:
         """Seconds left before the task's deadline (``wait_timeout`` from its start)."""
@@ -213,8 +239,16 @@ class DrainPasses:
     def pause(self, node_name: str, drain: DrainPass, *, machine_left: float | None = None) -> None:
         """Wait before the next pass: until the current batch is gone, or ``wait_sleep`` when retrying;
         never past the task's deadline nor (``machine_left``) the Machine's drain timeout."""
-        seconds = pause_seconds(drain, wait_sleep=self.request.wait_sleep, task_left=self.task_left(), machine_left=machine_left)
-        if seconds > 0:
+        watch = self.watch if self.watch is not None and not self.watch.failed else None
+        seconds = pause_seconds(
+            drain, wait_sleep=self.request.wait_sleep, task_left=self.task_left(), machine_left=machine_left, budgets_watched=watch is not None
+        )
+        if seconds <= 0:
+            return
+        if watch is not None:
+            _snapshot_node, _pods, budgets = watch.snapshot()
+            watch.wait(drain.waiting_for(), refused_budgets(drain, budgets), seconds)
+        else:
             wait_for_pods(self.api, node_name, drain.resource_version, drain.waiting_for(), seconds)
 
 
@@ -386,16 +420,19 @@ class DrainRun:
     def drain(self) -> dict:
         if self.request.check_mode:
             return self.finish_preview()
-        while True:
-            drain = self.run_pass()
-            final = self.after_pass(drain)
-            if final is not None:
-                return final
-            self.pause(drain)
-            if self.gate is not None:
-                final = self.machine_checks(first=False)
+        try:
+            while True:
+                drain = self.run_pass()
+                final = self.after_pass(drain)
                 if final is not None:
                     return final
+                self.pause(drain)
+                if self.gate is not None:
+                    final = self.machine_checks(first=False)
+                    if final is not None:
+                        return final
+        finally:
+            self.passes.stop_watching()
 
     def run_pass(self) -> DrainPass:
         try:

@@ -13,7 +13,9 @@ found" is a value (``None`` / ``False`` / ``[]``), never an exception.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import socket
 import threading
 import time
 from collections import Counter
@@ -157,6 +159,9 @@ class KubeApi:
         self._lock = threading.Lock()
         self._clock = clock
         self._cancelled = threading.Event()
+        self._streams: set[Any] = set()
+        self._streams_lock = threading.Lock()
+        self._children: list[KubeApi] = []
         self._answered = False
         self.policy = policy or RetryPolicy()
         self.deadline: float | None = None
@@ -166,8 +171,25 @@ class KubeApi:
 
     # -- lifecycle -----------------------------------------------------------
     def cancel(self) -> None:
-        """Send no request from now on (a signal handler calls this)."""
+        """Send no request from now on (a signal handler calls this), and cut every
+        open watch so that nothing waits on one: the waits end at once."""
         self._cancelled.set()
+        with self._streams_lock:
+            streams = list(self._streams)
+        for response in streams:
+            _cut(response)
+
+    def fork(self) -> KubeApi:
+        """A KubeApi for one of several tasks run at once (say, one Machine among
+        many): the same connections, discovery answers and cancellation, but its
+        own deadline and request counters."""
+        child = KubeApi(self._api_client, policy=self.policy, clock=self._clock)
+        child._cancelled, child._streams, child._streams_lock = self._cancelled, self._streams, self._streams_lock
+        child.discovery = self.discovery
+        child._answered = self._answered
+        with self._lock:
+            self._children.append(child)
+        return child
 
     @property
     def cancelled(self) -> bool:
@@ -183,8 +205,17 @@ class KubeApi:
             raise Cancelled("the run was cancelled")
 
     def retry_summary(self) -> str:
-        """``503 Service Unavailable x3, connection reset x1`` (empty when nothing was retried)."""
-        return ", ".join(f"{reason} x{count}" for reason, count in sorted(self.retries.items()))
+        """``503 Service Unavailable x3, connection reset x1`` (empty when nothing was
+        retried), for this KubeApi and the ones forked from it."""
+        total = Counter(self.retries)
+        for child in self._children:
+            total.update(child.retries)
+        return ", ".join(f"{reason} x{count}" for reason, count in sorted(total.items()))
+
+    @property
+    def total_requests(self) -> int:
+        """Requests sent by this KubeApi and the ones forked from it."""
+        return self.request_count + sum(child.total_requests for child in self._children)
 
     # -- the one place a request is sent --------------------------------------
     def request(
@@ -327,6 +358,10 @@ class KubeApi:
         }
         call = _Call("GET", path, [(k, v) for k, v in query.items() if v is not None and v != ""], None, None)
         response = self._open_watch(call, timeout)
+        with self._streams_lock:
+            self._streams.add(response)
+        if self._cancelled.is_set():
+            _cut(response)
         finished = False
         try:
             buffer = b""
@@ -345,6 +380,8 @@ class KubeApi:
                 # Unread data must not go back into the pool with the connection.
                 response.close()
             response.release_conn()
+            with self._streams_lock:
+                self._streams.discard(response)
 
     def _open_watch(self, call: _Call, timeout: int) -> Any:
         attempts = _Attempts(self, call, repeatable=True)
@@ -456,6 +493,15 @@ class KubeApi:
     def served_versions(self, group: str) -> list[str]:
         """Versions of an API group the server serves, preferred first; ``[]`` if none (cached)."""
         return self.discovery.served_versions(group)
+
+
+def _cut(response: Any) -> None:
+    """Wake a thread blocked reading a watch: shut its socket down (closing alone does not wake a read)."""
+    connection = getattr(response, "connection", None) or getattr(response, "_connection", None)
+    sock = getattr(connection, "sock", None)
+    if sock is not None:
+        with contextlib.suppress(OSError):
+            sock.shutdown(socket.SHUT_RDWR)
 
 
 def _header(headers: Any, name: str) -> str | None:

@@ -36,6 +36,7 @@ def watch_until(
     field_selector: str | None = None,
     label_selector: str | None = None,
     relist: Callable[[], tuple[bool, str | None]] | None = None,
+    max_watch: int = MAX_WATCH_SECONDS,
 ) -> str:
     """Watch ``collection`` from ``resource_version`` and pass every ADDED,
     MODIFIED and DELETED event to ``on_event`` until it returns True.
@@ -45,7 +46,9 @@ def watch_until(
     ``"resync"`` when the resourceVersion expired and there is no ``relist``
     (deadlines are on the transport's clock, ``api.monotonic()``)
     (the caller reads the state again itself). ``relist()`` re-reads the state
-    and returns ``(done, resource_version to watch from)``.
+    and returns ``(done, resource_version to watch from)``. Each watch request
+    lasts at most ``max_watch`` seconds (the server then ends it and it is
+    opened again).
     """
     version = resource_version
     while True:
@@ -58,13 +61,23 @@ def watch_until(
             if done:
                 return DONE
             continue
-        outcome, version = _follow(api, collection, version, on_event=on_event, deadline=deadline, field_selector=field_selector, label_selector=label_selector)
+        outcome, version = _follow(
+            api, collection, version, on_event=on_event, deadline=deadline, field_selector=field_selector, label_selector=label_selector, max_watch=max_watch
+        )
         if outcome is not None:
             return outcome
 
 
 def _follow(
-    api: Any, collection: str, version: str, *, on_event: Callable[[dict], bool], deadline: float, field_selector: str | None, label_selector: str | None
+    api: Any,
+    collection: str,
+    version: str,
+    *,
+    on_event: Callable[[dict], bool],
+    deadline: float,
+    field_selector: str | None,
+    label_selector: str | None,
+    max_watch: int,
 ) -> tuple[str | None, str | None]:
     """One watch stream, to its end: (DONE or TIMEOUT, version) when the wait is
     over, else (None, the version to go on from; None when it expired)."""
@@ -73,7 +86,7 @@ def _follow(
         resource_version=version,
         field_selector=field_selector,
         label_selector=label_selector,
-        timeout=max(1, min(MAX_WATCH_SECONDS, int(deadline - api.monotonic()))),
+        timeout=max(1, min(max_watch, int(deadline - api.monotonic()))),
         bookmarks=True,
     )
     try:

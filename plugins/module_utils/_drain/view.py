@@ -1,0 +1,118 @@
+# Copyright: lifecycle.machine contributors
+# Apache License 2.0 (see LICENSE)
+"""The drain's view of its Node between passes (pure).
+
+After the first pass has listed them, watches keep the Node, its Pods and the
+PodDisruptionBudgets current, so later passes need no LIST and the drain wakes
+the moment something it waits for happens:
+
+- ``gone``: every Pod of the current batch it waits for has left the Node;
+- ``added``: a Pod it has not classified yet was bound to the Node;
+- ``budget``: a budget that refused an eviction allows one again (its
+  ``status.disruptionsAllowed`` rose above zero after the refusal): retry now,
+  not on a fixed pass;
+- ``node``: the Node was deleted.
+
+This class only keeps state and decides; the API side feeds it events.
+"""
+
+from __future__ import annotations
+
+from ansible_collections.lifecycle.machine.plugins.module_utils._drain.logic import pod_key
+
+GONE, ADDED, BUDGET, NODE = "gone", "added", "budget", "node"
+
+
+def budget_key(budget: dict) -> str:
+    meta = budget.get("metadata") or {}
+    return f"{meta.get('namespace', '')}/{meta.get('name', '')}"
+
+
+def disruptions_allowed(budget: dict | None) -> int:
+    return ((budget or {}).get("status") or {}).get("disruptionsAllowed") or 0
+
+
+class DrainView:
+    """The Node, its Pods and the budgets as last reported, and the reason to wake, if any."""
+
+    def __init__(self, node: dict | None, pods: list[dict], budgets: list[dict]):
+        self.node = node
+        self.pods = {pod_key(pod): pod for pod in pods}
+        self.budgets = {budget_key(budget): budget for budget in budgets}
+        self.waiting_for: set[str] = set()
+        self.retry_budgets: set[str] = set()
+        self.known: set[str] = set(self.pods)
+        self.reason: str | None = None
+
+    # -- what a pause waits for ---------------------------------------------------
+    def expect(self, waiting_for: set[str], retry_budgets: set[str]) -> None:
+        """Start a pause: wake when ``waiting_for`` is gone, on an unknown Pod, or when
+        one of ``retry_budgets`` (keys ``namespace/name``) allows a disruption again."""
+        self.known = set(self.pods)
+        self.waiting_for = set(waiting_for) & self.known
+        self.retry_budgets = set(retry_budgets)
+        self.reason = None
+        if waiting_for and not self.waiting_for:
+            self.reason = GONE  # already gone before the pause began
+
+    def snapshot(self) -> tuple[dict | None, list[dict], list[dict]]:
+        """(Node, its Pods, the budgets) for the next pass."""
+        return self.node, list(self.pods.values()), list(self.budgets.values())
+
+    # -- events ---------------------------------------------------------------------
+    def pod_event(self, kind: str, pod: dict) -> str | None:
+        key = pod_key(pod)
+        if kind == "DELETED":
+            self.pods.pop(key, None)
+            if key in self.waiting_for:
+                self.waiting_for.discard(key)
+                if not self.waiting_for:
+                    self._wake(GONE)
+        else:
+            self.pods[key] = pod
+            if key not in self.known:
+                self._wake(ADDED)
+        return self.reason
+
+    def budget_event(self, kind: str, budget: dict) -> str | None:
+        key = budget_key(budget)
+        if kind == "DELETED":
+            self.budgets.pop(key, None)
+            if key in self.retry_budgets:
+                self._wake(BUDGET)  # nothing holds those Pods any more
+            return self.reason
+        self.budgets[key] = budget
+        if key in self.retry_budgets and disruptions_allowed(budget) > 0:
+            self._wake(BUDGET)
+        return self.reason
+
+    def node_event(self, kind: str, node: dict) -> str | None:
+        if kind == "DELETED":
+            self.node = None
+            self._wake(NODE)
+        else:
+            self.node = node
+        return self.reason
+
+    def replace_pods(self, pods: list[dict]) -> str | None:
+        """A fresh LIST after the watch's resourceVersion expired."""
+        fresh = {pod_key(pod): pod for pod in pods}
+        for key in list(self.pods):
+            if key not in fresh:
+                self.pod_event("DELETED", self.pods[key])
+        for pod in pods:
+            self.pod_event("MODIFIED", pod)
+        return self.reason
+
+    def replace_budgets(self, budgets: list[dict]) -> str | None:
+        fresh = {budget_key(budget): budget for budget in budgets}
+        for key in list(self.budgets):
+            if key not in fresh:
+                self.budget_event("DELETED", self.budgets[key])
+        for budget in budgets:
+            self.budget_event("MODIFIED", budget)
+        return self.reason
+
+    def _wake(self, reason: str) -> None:
+        if self.reason is None:
+            self.reason = reason

@@ -1,0 +1,79 @@
+"""The drain's view between passes: what wakes it (pure)."""
+
+from __future__ import annotations
+
+from ansible_collections.lifecycle.machine.plugins.module_utils._drain.view import ADDED, BUDGET, GONE, NODE, DrainView, budget_key, disruptions_allowed
+
+
+def pod(name: str, namespace: str = "ns") -> dict:
+    return {"metadata": {"name": name, "namespace": namespace}}
+
+
+def budget(name: str, allowed: int, namespace: str = "ns") -> dict:
+    return {"metadata": {"name": name, "namespace": namespace}, "status": {"disruptionsAllowed": allowed}}
+
+
+def view(*names: str, budgets: tuple = ()) -> DrainView:
+    return DrainView({"metadata": {"name": "n"}}, [pod(n) for n in names], list(budgets))
+
+
+def test_wakes_when_the_last_pod_waited_for_is_gone() -> None:
+    state = view("a", "b", "c")
+    state.expect({"ns/a", "ns/b"}, set())
+    assert state.pod_event("DELETED", pod("a")) is None
+    assert state.pod_event("MODIFIED", pod("c")) is None
+    assert state.pod_event("DELETED", pod("b")) == GONE
+
+
+def test_pods_already_gone_wake_at_once() -> None:
+    state = view("c")
+    state.expect({"ns/a"}, set())
+    assert state.reason == GONE
+
+
+def test_an_unknown_pod_wakes_but_a_known_one_changing_does_not() -> None:
+    state = view("a")
+    state.expect({"ns/a"}, set())
+    assert state.pod_event("MODIFIED", pod("a")) is None
+    assert state.pod_event("ADDED", pod("new")) == ADDED
+
+
+def test_a_refusing_budget_wakes_when_it_allows_again() -> None:
+    state = view("a", budgets=(budget("web", 0), budget("other", 0)))
+    state.expect({"ns/a"}, {"ns/web"})
+    assert state.budget_event("MODIFIED", budget("other", 3)) is None, "not a budget that refused"
+    assert state.budget_event("MODIFIED", budget("web", 0)) is None
+    assert state.budget_event("MODIFIED", budget("web", 1)) == BUDGET
+
+
+def test_a_deleted_budget_no_longer_holds() -> None:
+    state = view("a", budgets=(budget("web", 0),))
+    state.expect(set(), {"ns/web"})
+    assert state.budget_event("DELETED", budget("web", 0)) == BUDGET
+    assert budget_key(budget("web", 0)) not in state.budgets
+
+
+def test_the_first_reason_stays_until_the_next_pause() -> None:
+    state = view("a", budgets=(budget("web", 0),))
+    state.expect({"ns/a"}, {"ns/web"})
+    state.budget_event("MODIFIED", budget("web", 2))
+    assert state.pod_event("DELETED", pod("a")) == BUDGET
+    state.expect(set(), set())
+    assert state.reason is None
+
+
+def test_node_deleted_wakes() -> None:
+    state = view("a")
+    state.expect({"ns/a"}, set())
+    assert state.node_event("DELETED", {}) == NODE
+    assert state.snapshot()[0] is None
+
+
+def test_a_fresh_list_replaces_the_pods_and_budgets() -> None:
+    state = view("a", "b", budgets=(budget("web", 0),))
+    state.expect({"ns/a"}, {"ns/web"})
+    assert state.replace_pods([pod("b")]) == GONE
+    assert sorted(state.pods) == ["ns/b"]
+    state.expect(set(), {"ns/web"})
+    assert state.replace_budgets([budget("web", 1)]) == BUDGET
+    assert disruptions_allowed(state.budgets["ns/web"]) == 1
