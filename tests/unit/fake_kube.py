@@ -256,11 +256,11 @@ class FakeKube:
         return copy.deepcopy(obj)
 
     def _collection(self, path: str, label_selector: str | None, field_selector: str | None) -> list[dict] | None:
-        prefix = path.rstrip("/") + "/"
+        collection = path.rstrip("/")
         found = [
             copy.deepcopy(obj)
             for key, obj in sorted(self.objects.items())
-            if key.startswith(prefix) and "/" not in key[len(prefix) :] and _matches(obj, label_selector, field_selector)
+            if _in_collection(key, collection) and _matches(obj, label_selector, field_selector)
         ]
         # A collection is "served" when anything was ever stored in it, or it is cluster-wide core.
         known = any(collection == path.rstrip("/") for _v, _k, collection, _o in self.changes)
@@ -332,6 +332,17 @@ class FakeKube:
     def finish(self, path: str) -> None:
         """A terminating object (say, an evicted Pod) goes away."""
         self._remove(path)
+
+
+def _in_collection(key: str, collection: str) -> bool:
+    """Whether the object at ``key`` is listed by ``collection``: its own, or
+    (for a namespaced object) its resource's cluster-wide list, ``/api/v1/pods``."""
+    parent = key.rpartition("/")[0]
+    if parent == collection:
+        return True
+    base, _slash, plural = collection.rpartition("/")
+    scope, _slash, own_plural = parent.rpartition("/")
+    return own_plural == plural and scope.rpartition("/")[0] == f"{base}/namespaces"
 
 
 def _matches(obj: dict, label_selector: str | None, field_selector: str | None) -> bool:
