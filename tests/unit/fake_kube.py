@@ -257,6 +257,8 @@ class FakeKube:
 
     def _collection(self, path: str, label_selector: str | None, field_selector: str | None) -> list[dict] | None:
         collection = path.rstrip("/")
+        if not _is_collection(collection):
+            return None
         found = [
             copy.deepcopy(obj)
             for key, obj in sorted(self.objects.items())
@@ -332,6 +334,15 @@ class FakeKube:
     def finish(self, path: str) -> None:
         """A terminating object (say, an evicted Pod) goes away."""
         self._remove(path)
+
+
+def _is_collection(path: str) -> bool:
+    """``/api/v1/pods``, ``/apis/g/v/namespaces/ns/things``: a list, not one object (nor a subresource)."""
+    parts = [part for part in path.split("/") if part]
+    rest = parts[2:] if parts[:1] == ["api"] else parts[3:]
+    if rest[:1] == ["namespaces"] and len(rest) >= 3:
+        rest = rest[2:]
+    return len(rest) == 1
 
 
 def _in_collection(key: str, collection: str) -> bool:
