@@ -259,11 +259,8 @@ class FakeKube:
         collection = path.rstrip("/")
         if not _is_collection(collection):
             return None
-        found = [
-            copy.deepcopy(obj)
-            for key, obj in sorted(self.objects.items())
-            if _in_collection(key, collection) and _matches(obj, label_selector, field_selector)
-        ]
+        listed = [obj for key, obj in sorted(self.objects.items()) if _in_collection(key, collection)]
+        found = [copy.deepcopy(obj) for obj in listed if _matches(obj, label_selector, field_selector)]
         # A collection is "served" when anything was ever stored in it, or it is cluster-wide core.
         known = any(collection == path.rstrip("/") for _v, _k, collection, _o in self.changes)
         return found if found or known or path.startswith("/api/v1/") else None
