@@ -163,20 +163,18 @@ class VolumeObserver:
 # -- acting --------------------------------------------------------------------------
 
 
-def record_stages(api: KubeApi, machine: dict, flavour: Flavour, stages: list[Stage | None], *, dry_run: bool = False) -> tuple[dict, list[str]]:
-    """Record deletion stages in the Machine's conditions, in order (``None``
-    refreshes only the hook-derived conditions), with the Event upstream
-    records for VolumesDetached. Returns the Machine and an action per stage written."""
-    written = []
-    for stage in stages:
-        machine, changed = write_stage(api, machine, flavour, stage, dry_run=dry_run)
-        if not changed:
-            continue
-        written.append(f"record stage {stage.name}" if stage else "refresh the hook conditions")
-        if stage is not None and stage.name == STAGE_VOLUMES_DETACHED and not dry_run:
-            node_name = flavour.node_name(machine)
-            emit_event(api, machine, "Normal", "NodeVolumesDetached", f'success waiting for node volumes detaching Machine\'s node "{node_name}"')
-    return machine, written
+def record_stage(api: KubeApi, machine: dict, flavour: Flavour, stage: Stage | None, *, dry_run: bool = False) -> tuple[dict, str | None]:
+    """Record a deletion stage in the Machine's conditions (``None`` refreshes
+    only the hook-derived conditions), with the Event upstream records for
+    VolumesDetached. Returns the Machine and the action taken (None when the
+    conditions already said so)."""
+    machine, changed = write_stage(api, machine, flavour, stage, dry_run=dry_run)
+    if not changed:
+        return machine, None
+    if stage is not None and stage.name == STAGE_VOLUMES_DETACHED and not dry_run:
+        node_name = flavour.node_name(machine)
+        emit_event(api, machine, "Normal", "NodeVolumesDetached", f'success waiting for node volumes detaching Machine\'s node "{node_name}"')
+    return machine, f"record stage {stage.name}" if stage else "refresh the hook conditions"
 
 
 def _with_resource_version(patch: dict, current: dict) -> dict:
@@ -252,9 +250,9 @@ def delete_node(api: KubeApi, machine: dict, flavour: Flavour) -> NodeDeletion:
     if error is None:
         return NodeDeletion(machine=machine)
     reason = error.message
-    machine, written = record_stages(api, machine, flavour, [Stage(STAGE_NODE_DELETE_FAILED)])
+    machine, written = record_stage(api, machine, flavour, Stage(STAGE_NODE_DELETE_FAILED))
     emit_event(api, machine, "Warning", "FailedDeleteNode", f"error deleting Machine's node: {reason}")
-    outcome = NodeDeletion(machine=machine, error=reason, written=written)
+    outcome = NodeDeletion(machine=machine, error=reason, written=[written] if written else [])
     deadline = node_deletion_deadline(machine, flavour)
     if deadline is not None and now() >= deadline:
         timeout = flavour.node_deletion_timeout(machine)

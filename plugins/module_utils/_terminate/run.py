@@ -136,10 +136,10 @@ class Termination:
             return self.observe_more(decision, facts)
         if action == REFUSE:
             raise MachineError(decision.message, **self.result())
-        if facts.machine is not None:
-            machine, written = terminate_api.record_stages(self.api, facts.machine, self.flavour, decision.stages, dry_run=self.request.check_mode)
-            facts.machine = machine
-            self.report.wrote(*written)
+        for stage in decision.stages if facts.machine is not None else []:
+            facts.machine, written = terminate_api.record_stage(self.api, facts.machine, self.flavour, stage, dry_run=self.request.check_mode)
+            if written:
+                self.report.wrote(written)
         if action in (FINISHED, AWAIT_INSTANCE):
             return self.result()
         if self.request.check_mode:

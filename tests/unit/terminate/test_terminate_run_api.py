@@ -135,24 +135,24 @@ def test_a_reference_to_an_unserved_kind_fails_clearly() -> None:
 # -- acting ------------------------------------------------------------------------------
 
 
-def test_record_stages_writes_each_once_with_the_volumes_detached_event() -> None:
+def test_a_stage_is_recorded_once_with_the_volumes_detached_event() -> None:
     world = World()
     machine = world.machine()
     flavour = flavour_for(machine)
-    machine, written = terminate_api.record_stages(world.fake, machine, flavour, [Stage(STAGE_VOLUMES_DETACHED)])
-    assert written == ["record stage VolumesDetached"]
+    machine, written = terminate_api.record_stage(world.fake, machine, flavour, Stage(STAGE_VOLUMES_DETACHED))
+    assert written == "record stage VolumesDetached"
     assert world.events() == [("Normal", "NodeVolumesDetached", f'success waiting for node volumes detaching Machine\'s node "{NODE}"')]
     assert conditions(world.stored(world.path))["v1beta1/VolumeDetachSucceeded"]["status"] == "True"
-    _machine, written = terminate_api.record_stages(world.fake, machine, flavour, [Stage(STAGE_VOLUMES_DETACHED)])
-    assert written == [] and len(world.events()) == 1
+    _machine, written = terminate_api.record_stage(world.fake, machine, flavour, Stage(STAGE_VOLUMES_DETACHED))
+    assert written is None and len(world.events()) == 1
 
 
-def test_record_stages_as_a_dry_run_writes_nothing() -> None:
+def test_a_stage_recorded_as_a_dry_run_writes_nothing() -> None:
     world = World()
     machine = world.machine()
     changes = len(world.fake.changes)
-    _machine, written = terminate_api.record_stages(world.fake, machine, flavour_for(machine), [Stage(STAGE_VOLUMES_DETACHED)], dry_run=True)
-    assert written == ["record stage VolumesDetached"]
+    _machine, written = terminate_api.record_stage(world.fake, machine, flavour_for(machine), Stage(STAGE_VOLUMES_DETACHED), dry_run=True)
+    assert written == "record stage VolumesDetached"
     assert len(world.fake.changes) == changes and world.events() == []
 
 

@@ -312,6 +312,25 @@ def test_an_api_error_mid_run_fails_with_the_partial_result() -> None:
     assert "diff" in error.result and error.result["machine"]["exists"] is True
 
 
+def test_an_api_error_between_two_stage_writes_keeps_the_first() -> None:
+    world = World()
+    world.machine()
+    status = f"{world.path}/status"
+    patches = []
+
+    def refuse_the_second_status_patch(method: str, path: str) -> None:
+        if (method, path) == ("PATCH", status):
+            patches.append(path)
+            if len(patches) == 2:
+                world.fake.fail("PATCH", status, FakeKube.error(422, "invalid"))
+
+    world.fake.on_request = refuse_the_second_status_patch
+    error = failure(world)
+    assert error.msg == f"Kubernetes API error: PATCH status of Machine {NS}/{NAME}: 422 invalid"
+    assert error.result["actions"] == ["record stage VolumesDetached"]
+    assert any(c["type"] == "VolumeDetachSucceeded" for c in error.result["diff"]["after"]["machine"]["conditions"])
+
+
 def test_an_api_error_reading_the_machine_fails_with_what_is_known() -> None:
     world = World()
     world.machine()
