@@ -364,7 +364,7 @@ diff:
 import copy
 
 from ansible_collections.lifecycle.machine.plugins.module_utils._module import WAIT_ARGUMENT_SPEC, new_module, run
-from ansible_collections.lifecycle.machine.plugins.module_utils._terminate.run import TerminateOptions, terminate_machine
+from ansible_collections.lifecycle.machine.plugins.module_utils._terminate.run import TerminateRequest, terminate_machine
 
 
 def main():
@@ -378,17 +378,8 @@ def main():
     }
     argument_spec.update(copy.deepcopy(WAIT_ARGUMENT_SPEC))
     module = new_module(argument_spec, supports_check_mode=True)
-    params = module.params
-    options = TerminateOptions(
-        wait=params["wait"],
-        wait_timeout=params["wait_timeout"],
-        wait_sleep=params["wait_sleep"],
-        instance_terminated=params["instance_terminated"],
-        rules=params["rules"],
-        use_cluster_rules=params["use_cluster_rules"],
-        check_mode=module.check_mode,
-    )
-    run(module, lambda api: terminate_machine(api, params["namespace"], params["machine"], params["api_version"], options))
+    request = TerminateRequest.from_params(module.params, module.check_mode)
+    run(module, lambda api: terminate_machine(api, request))
 
 
 if __name__ == "__main__":

@@ -1,0 +1,285 @@
+# Copyright: lifecycle.machine contributors
+# Apache License 2.0 (see LICENSE)
+"""The API side of machine_terminate: what it observes (the Machine's Node,
+the Cluster API skip reason, the volumes still attached, the referenced
+infrastructure and bootstrap objects) and the writes it performs (stages and
+their Events, the volume-wait start, deleting objects and the Node, releasing
+the finalizer).
+
+Functions take a ``KubeApi`` and plain values, never the module object, and
+return what they saw or wrote; the runner (:mod:`run`) decides and reports.
+Waits and sleeps use the transport's clock (``api.monotonic()``, ``api.sleep()``).
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass, field
+
+from ansible_collections.lifecycle.machine.plugins.module_utils._drain.api import PodContext, list_node_pods, served_drain_rules
+from ansible_collections.lifecycle.machine.plugins.module_utils._drain.logic import SKIP, classify_pods, is_node_unreachable, merge_rules, pod_key
+from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.client import KubeApi
+from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.errors import ApiError
+from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.paths import resource_path
+from ansible_collections.lifecycle.machine.plugins.module_utils._machine.api import (
+    emit_event,
+    get_cluster,
+    node_steps_skip_reason,
+    ref_path,
+    update_with_retry,
+    write_stage,
+)
+from ansible_collections.lifecycle.machine.plugins.module_utils._machine.conditions import STAGE_NODE_DELETE_FAILED, STAGE_VOLUMES_DETACHED, Stage
+from ansible_collections.lifecycle.machine.plugins.module_utils._machine.flavour import Flavour, ObjectRef
+from ansible_collections.lifecycle.machine.plugins.module_utils._terminate.logic import (
+    Facts,
+    ObjectState,
+    node_deletion_deadline,
+    object_state,
+    remove_finalizer_patch,
+)
+from ansible_collections.lifecycle.machine.plugins.module_utils._terminate.volumes import VolumeWaitStatus, attached_volumes, volumes_to_wait_for
+from ansible_collections.lifecycle.machine.plugins.module_utils._timeutil import now
+
+# As the Cluster API Machine controller: retry a failing Node deletion every
+# 2 s for 10 s, then give up for this pass (or for good once the Machine's
+# node-deletion timeout has passed; docs/behaviour.md §2).
+NODE_DELETE_RETRY_SECONDS = 10
+NODE_DELETE_RETRY_INTERVAL = 2
+VOLUME_ATTACHMENTS = "/apis/storage.k8s.io/v1/volumeattachments"
+PERSISTENT_VOLUMES = "/api/v1/persistentvolumes"
+
+
+def node_path(name: str) -> str:
+    return resource_path("v1", "nodes", None, name)
+
+
+# -- observing ---------------------------------------------------------------------
+
+
+def get_node(api: KubeApi, name: str) -> dict | None:
+    """The Node ``name``; None when it is gone."""
+    return api.get(node_path(name))
+
+
+def observe(api: KubeApi, machine: dict | None, flavour: Flavour, *, instance_terminated: bool = False, node_abandoned: str | None = None) -> Facts:
+    """What the API says about the Machine now: its Node and the Cluster API
+    reason to skip the Node steps (everything else is observed when
+    :func:`logic.decide` asks for it)."""
+    facts = Facts(machine=machine, now=now(), instance_terminated=instance_terminated, node_deletion_abandoned=node_abandoned)
+    if machine is None:
+        return facts
+    node_name = flavour.node_name(machine)
+    if node_name:
+        facts.node = get_node(api, node_name)
+    facts.skip_reason = node_steps_skip_reason(api, machine, flavour)
+    return facts
+
+
+class ReferencedObjects:
+    """The objects a Machine references (infrastructure, bootstrap config):
+    their REST paths (found once, through discovery), their state, their deletion."""
+
+    def __init__(self, api: KubeApi):
+        self.api = api
+        self._paths: dict[ObjectRef, str] = {}
+
+    def path(self, ref: ObjectRef) -> str:
+        if ref not in self._paths:
+            self._paths[ref] = ref_path(self.api, ref)
+        return self._paths[ref]
+
+    def state(self, ref: ObjectRef) -> ObjectState:
+        return object_state(self.api.get(self.path(ref)))
+
+    def delete(self, ref: ObjectRef, *, dry_run: bool = False) -> bool:
+        """Delete the object (a server-side dry run with ``dry_run``); False when it was already gone."""
+        return self.api.delete(self.path(ref), dry_run=dry_run)
+
+
+def load_drain_rules(api: KubeApi, namespace: str, inline: list | None, use_cluster_rules: bool) -> list[dict]:
+    """The MachineDrainRules that decide which Pods the drain skips, loaded and
+    merged exactly as machine_drain does (an inline rule replaces a cluster rule
+    of the same name), so the same Pods count as skipped."""
+    served = served_drain_rules(api, namespace) if use_cluster_rules else []
+    return merge_rules(list(inline or []), served, namespace)
+
+
+class VolumeObserver:
+    """Observes the volume-detach wait of one Machine's Node (docs/behaviour.md §4):
+    the VolumeAttachments, then (only while something is attached) the
+    PersistentVolumes and the Node's Pods the drain skips, whose claims are ignored.
+    The drain rules, the Cluster and what the Pods' namespaces and DaemonSets
+    look like are read once per run."""
+
+    def __init__(self, api: KubeApi, flavour: Flavour, *, rules: list | None = None, use_cluster_rules: bool = True):
+        self.api = api
+        self.flavour = flavour
+        self.inline_rules = rules
+        self.use_cluster_rules = use_cluster_rules
+        self.pod_context = PodContext(api)
+        self._rules: list[dict] | None = None
+        self._cluster: dict | None = None
+
+    def rules(self, namespace: str) -> list[dict]:
+        if self._rules is None:
+            self._rules = load_drain_rules(self.api, namespace, self.inline_rules, self.use_cluster_rules)
+        return self._rules
+
+    def cluster(self, machine: dict) -> dict | None:
+        if self._cluster is None:
+            self._cluster = get_cluster(self.api, machine, self.flavour) or {}
+        return self._cluster or None
+
+    def skipped_pods(self, machine: dict, node: dict) -> list[dict]:
+        """The Node's Pods the drain skips (DaemonSet, static, skip label or rule):
+        their claims stay attached until the Node goes, so the wait ignores them."""
+        pods, _version = list_node_pods(self.api, node["metadata"]["name"])
+        if not pods:
+            return []
+        decisions = classify_pods(
+            pods,
+            machine=machine,
+            cluster=self.cluster(machine),
+            namespaces=self.pod_context.namespaces(pods),
+            existing_daemonsets=self.pod_context.existing_daemonsets(pods),
+            rules=self.rules(machine["metadata"]["namespace"]),
+            node_unreachable=is_node_unreachable(node),
+            now=now(),
+        )
+        skipped = {decision.key for decision in decisions if decision.behavior == SKIP}
+        return [pod for pod in pods if pod_key(pod) in skipped]
+
+    def observe(self, machine: dict, node: dict | None) -> VolumeWaitStatus:
+        if node is None or is_node_unreachable(node):
+            return volumes_to_wait_for(node, [], [], [])
+        attachments = self.api.list(VOLUME_ATTACHMENTS)
+        if attached_volumes(node, attachments).empty:
+            return VolumeWaitStatus()
+        persistent_volumes = self.api.list(PERSISTENT_VOLUMES)
+        return volumes_to_wait_for(node, attachments, persistent_volumes, self.skipped_pods(machine, node))
+
+
+# -- acting --------------------------------------------------------------------------
+
+
+def record_stage(api: KubeApi, machine: dict, flavour: Flavour, stage: Stage | None, *, dry_run: bool = False) -> tuple[dict, str | None]:
+    """Record a deletion stage in the Machine's conditions (``None`` refreshes
+    only the hook-derived conditions), with the Event upstream records for
+    VolumesDetached. Returns the Machine and the action taken (None when the
+    conditions already said so)."""
+    machine, changed = write_stage(api, machine, flavour, stage, dry_run=dry_run)
+    if not changed:
+        return machine, None
+    if stage is not None and stage.name == STAGE_VOLUMES_DETACHED and not dry_run:
+        node_name = flavour.node_name(machine)
+        emit_event(api, machine, "Normal", "NodeVolumesDetached", f'success waiting for node volumes detaching Machine\'s node "{node_name}"')
+    return machine, f"record stage {stage.name}" if stage else "refresh the hook conditions"
+
+
+def _with_resource_version(patch: dict, current: dict) -> dict:
+    patch = copy.deepcopy(patch)
+    patch.setdefault("metadata", {})["resourceVersion"] = current["metadata"].get("resourceVersion")
+    return patch
+
+
+def record_volume_start(api: KubeApi, machine: dict, flavour: Flavour, *, dry_run: bool = False) -> tuple[dict, list[str]]:
+    """Record when the volume wait started, exactly once: a write guarded by the
+    resourceVersion that is not sent when the Machine already records a start.
+    Returns the Machine and an action per write."""
+    written = []
+    object_patch, status_patch = flavour.start_time_patches(volumes=now())
+    for patch, status in ((object_patch, False), (status_patch, True)):
+        if patch is None:
+            continue
+
+        def build(current: dict, patch: dict = patch) -> dict | None:
+            if flavour.volume_detach_started_at(current) is not None:
+                return None
+            return _with_resource_version(patch, current)
+
+        machine, sent = update_with_retry(api, machine, build, status=status, dry_run=dry_run)
+        if sent is not None:
+            written.append("record the start of the volume detach wait")
+    return machine, written
+
+
+@dataclass
+class NodeDeletion:
+    """How deleting a Machine's Node went.
+
+    ``error`` is the server's reason after the retries (None when the Node was deleted).
+    ``abandoned`` says why the workflow goes on without the Node (its deletion
+    failed past the Machine's node-deletion timeout). ``machine`` carries the
+    recorded failure; ``written`` names the stages written.
+    """
+
+    machine: dict
+    error: str | None = None
+    abandoned: str | None = None
+    written: list[str] = field(default_factory=list)
+
+
+def _delete_with_retries(api: KubeApi, path: str) -> ApiError | None:
+    """Delete ``path``, retrying every 2 s for 10 s on the transport's clock; the last error, or None."""
+    retry_until = api.monotonic() + NODE_DELETE_RETRY_SECONDS
+    while True:
+        try:
+            api.delete(path)
+        except ApiError as exc:
+            error = exc
+        else:
+            return None
+        if api.monotonic() + NODE_DELETE_RETRY_INTERVAL > retry_until:
+            return error
+        api.sleep(NODE_DELETE_RETRY_INTERVAL)
+
+
+def delete_node(api: KubeApi, machine: dict, flavour: Flavour) -> NodeDeletion:
+    """Delete the Machine's Node as the Cluster API Machine controller does.
+
+    A failing deletion is retried for 10 s; then, as upstream, NodeHealthy
+    False DeletionFailed and the FailedDeleteNode Event are recorded, whether
+    the workflow stops there (``error``) or, once the Machine's node-deletion
+    timeout has passed since its deletionTimestamp, goes on without the Node
+    (``abandoned``).
+    """
+    node_name = flavour.node_name(machine)
+    path = node_path(node_name)
+    error = _delete_with_retries(api, path)
+    if error is None:
+        return NodeDeletion(machine=machine)
+    reason = error.message
+    machine, written = record_stage(api, machine, flavour, Stage(STAGE_NODE_DELETE_FAILED))
+    emit_event(api, machine, "Warning", "FailedDeleteNode", f"error deleting Machine's node: {reason}")
+    outcome = NodeDeletion(machine=machine, error=reason, written=[written] if written else [])
+    deadline = node_deletion_deadline(machine, flavour)
+    if deadline is not None and now() >= deadline:
+        timeout = flavour.node_deletion_timeout(machine)
+        outcome.abandoned = (
+            f"deleting Node {node_name} failed ({reason}) and the node deletion timeout of {timeout}s "
+            "since the Machine's deletionTimestamp has passed: going on without deleting it"
+        )
+    return outcome
+
+
+def dry_run_delete_node(api: KubeApi, node_name: str) -> str | None:
+    """Check mode: why deleting the Node would fail (a server-side dry run), or None when it would go."""
+    try:
+        api.delete(node_path(node_name), dry_run=True)
+    except ApiError as exc:
+        return exc.message
+    return None
+
+
+def release(api: KubeApi, machine: dict, finalizer: str, *, dry_run: bool = False) -> tuple[dict | None, bool]:
+    """Remove ``finalizer`` from the Machine, keeping every other one (a merge
+    patch guarded by the resourceVersion). Returns (the Machine, None when it
+    is gone; whether the patch was sent)."""
+    try:
+        updated, sent = update_with_retry(api, machine, lambda current: remove_finalizer_patch(current, finalizer), dry_run=dry_run)
+    except ApiError as exc:
+        if exc.status == 404:
+            return None, False
+        raise
+    return updated, sent is not None
