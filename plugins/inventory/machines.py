@@ -16,8 +16,9 @@ description:
     (C(machine_name), C(machine_namespace), C(machine_api_version), C(machine_flavour), C(machine_phase),
     C(machine_deleting), C(machine_node_name), C(machine_cluster_name), C(machine_hooks), C(machine_gates),
     C(machine_conditions), C(machine_labels), C(machine_annotations), ...), plus C(machine_connection), the name of the
-    connection it came from. Tasks for a Machine run on the controller (C(ansible_connection=local), with the
-    Python that runs Ansible).
+    connection it came from, and C(machine_ref) (C(name), C(namespace), C(api_version), C(flavour)) - what the
+    C(lifecycle.machine.delete_machine) role takes in C(delete_machine_machines).
+  - Tasks for a Machine run on the controller (C(ansible_connection=local), with the Python that runs Ansible).
   - "Groups: C(lm_machines) (every Machine), C(lm_openshift) and C(lm_clusterapi) (flavour), C(lm_cluster_<cluster>),
     C(lm_machineset_<name>) (OpenShift MachineSet or Cluster API MachineSet), C(lm_machinedeployment_<name>) (Cluster API),
     C(lm_phase_<phase>), C(lm_deleting) (marked for deletion), and C(lm_connection_<connection>). Group names are
@@ -231,6 +232,8 @@ class InventoryModule(BaseInventoryPlugin, Constructable, Cacheable):
             self.inventory.add_group(group)
             self.inventory.add_child(group, host)
         variables = {f"machine_{key}": value for key, value in info.items()}
+        # What the delete_machine role and the modules need to find the Machine again.
+        variables["machine_ref"] = {key: info[key] for key in ("name", "namespace", "api_version", "flavour")}
         # Tasks for a Machine talk to its cluster from the controller, with the Python running Ansible.
         variables.update(machine_connection=connection, ansible_connection="local", ansible_python_interpreter="{{ ansible_playbook_python }}")
         for key, value in variables.items():

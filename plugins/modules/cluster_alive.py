@@ -83,9 +83,6 @@ notes:
 seealso:
   - module: lifecycle.machine.cluster_alive_info
   - module: lifecycle.machine.cluster_alive_finalizer
-  - name: Signal cluster deletion
-    description: The OpenShift enhancement that introduced the Alive object.
-    link: https://github.com/openshift/enhancements/blob/master/enhancements/installer/signal-cluster-deletion.md
 """
 
 EXAMPLES = r"""

@@ -121,9 +121,6 @@ notes:
 seealso:
   - module: lifecycle.machine.machine_hook
   - module: lifecycle.machine.machine_info
-  - name: OpenShift machine deletion hooks
-    description: The enhancement that asks hook-implementing controllers to report errors in a condition named after the hook.
-    link: https://github.com/openshift/enhancements/blob/master/enhancements/machine-api/machine-deletion-hooks.md
 """
 
 EXAMPLES = r"""

@@ -171,9 +171,6 @@ seealso:
   - module: lifecycle.machine.machine_hook
   - module: lifecycle.machine.machine_info
   - module: kubernetes.core.k8s_drain
-  - name: Cluster API MachineDrainRules
-    description: The proposal that introduced drain ordering.
-    link: https://github.com/kubernetes-sigs/cluster-api/blob/main/docs/proposals/20240930-machine-drain-rules.md
 """
 
 EXAMPLES = r"""
@@ -257,6 +254,10 @@ state:
   returned: always
   type: str
   sample: drained
+timed_out:
+  description: Present (and V(true)) when the task failed because O(wait_timeout) ran out, not for another reason.
+  returned: when the task timed out
+  type: bool
 completed:
   description:
     - Whether the Node is drained (or cordoned, or uncordoned), or the drain was skipped.

@@ -81,12 +81,6 @@ notes:
     module writes the recommended C(<prefix>/<name>: <owner>) form."
 seealso:
   - module: lifecycle.machine.machine_info
-  - name: OpenShift machine deletion hooks
-    description: The enhancement that introduced spec.lifecycleHooks.
-    link: https://github.com/openshift/enhancements/blob/master/enhancements/machine-api/machine-deletion-hooks.md
-  - name: Cluster API machine deletion phase hooks
-    description: The proposal that introduced the hook annotations.
-    link: https://github.com/kubernetes-sigs/cluster-api/blob/main/docs/proposals/20200602-machine-deletion-phase-hooks.md
 """
 
 EXAMPLES = r"""

@@ -150,9 +150,6 @@ seealso:
   - name: Cluster API machine deletion process
     description: The order of the steps and the conditions this module reproduces.
     link: https://cluster-api.sigs.k8s.io/tasks/automated-machine-management/machine_deletions
-  - name: OpenShift machine deletion hooks
-    description: The enhancement that introduced spec.lifecycleHooks.
-    link: https://github.com/openshift/enhancements/blob/master/enhancements/machine-api/machine-deletion-hooks.md
 """
 
 EXAMPLES = r"""
@@ -320,6 +317,10 @@ volumes:
     message:
       description: The upstream progress message while waiting (C(Waiting for Node volumes to be detached (started at ...))).
       type: str
+timed_out:
+  description: Present (and V(true)) when the task failed because O(wait_timeout) ran out, not for another reason.
+  returned: when the task timed out
+  type: bool
 released:
   description: Whether the Machine has been released (its finalizer removed, or the Machine is gone).
   returned: always

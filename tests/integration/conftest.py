@@ -28,7 +28,7 @@ import cluster as cluster_tool
 COLLECTIONS_ROOT = cluster_tool.collections_root()
 sys.path.insert(0, str(COLLECTIONS_ROOT))
 
-from khelpers import OPENSHIFT_MACHINES, capi_machine, capi_path, fake_node, node_ready, openshift_machine, wait_for
+from khelpers import OPENSHIFT_MACHINES, capi_machine, capi_path, fake_node, kill_tree, node_ready, openshift_machine, wait_for
 
 from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.client import KubeApi, api_from_kubeconfig
 
@@ -303,3 +303,43 @@ def audit_events(kubeconfig: str) -> Callable[..., list[dict]]:
         return events
 
     return _read
+
+
+# ---------------------------------------------------------------------------
+# No test leaves a process behind
+
+# Every process a test starts inherits this variable (ansible_env copies the
+# environment), so the ones still alive when the session ends can be found even
+# after their parent is gone.
+SESSION_MARK = "LIFECYCLE_MACHINE_TEST_SESSION"
+os.environ[SESSION_MARK] = f"{os.getpid()}-{uuid.uuid4().hex[:8]}"
+
+
+def leftover_processes() -> list[tuple[int, str]]:
+    """(pid, command) of processes still carrying this session's mark, but this process."""
+    wanted = f"{SESSION_MARK}={os.environ[SESSION_MARK]}".encode()
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            if wanted not in (entry / "environ").read_bytes().split(b"\0"):
+                continue
+            command = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace").strip()
+        except OSError:
+            continue
+        if command:
+            found.append((int(entry.name), command))
+    return found
+
+
+def pytest_sessionfinish(session, exitstatus) -> None:
+    """Fail the run when a test left a process running (and stop it)."""
+    left = leftover_processes()
+    if not left:
+        return
+    for pid, _command in left:
+        kill_tree(pid)
+    lines = "\n".join(f"  {pid}: {command[:200]}" for pid, command in left)
+    session.config.get_terminal_writer().line(f"\nProcesses started by the tests were still running at the end (now stopped):\n{lines}", red=True)
+    session.exitstatus = pytest.ExitCode.TESTS_FAILED

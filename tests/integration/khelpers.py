@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
+import os
+import signal
 import threading
 import time
 from collections.abc import Callable
@@ -262,3 +265,47 @@ class PodRecorder:
                 count = sum(1 for pod in state.values() if match(pod) and pod_is_ready(pod))
                 fewest = count if fewest is None else min(fewest, count)
         return fewest if fewest is not None else 0
+
+
+# ---------------------------------------------------------------------------
+# Processes a test starts: stopped with everything they started, pass or fail
+
+
+def _children() -> dict[int, list[int]]:
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", encoding="utf-8") as handle:
+                parent = int(handle.read().rsplit(")", 1)[1].split()[1])
+        except (OSError, IndexError, ValueError):
+            continue
+        children.setdefault(parent, []).append(int(entry))
+    return children
+
+
+def descendants(pid: int) -> list[int]:
+    """Every process below ``pid`` (children, grandchildren, ...), read from /proc."""
+    children, found, todo = _children(), [], [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            found.append(child)
+            todo.append(child)
+    return found
+
+
+def kill_tree(pid: int, sig: int = signal.SIGKILL) -> None:
+    """Signal ``pid`` and every process below it. The tree is read first: Ansible's
+    workers run in process groups of their own and would outlive a killed group."""
+    for target in [pid, *descendants(pid)]:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(target, sig)
+
+
+def stop_process(proc: Any, timeout: float = 10) -> None:
+    """Stop a ``subprocess.Popen`` and everything it started; reap it."""
+    if proc.poll() is None:
+        kill_tree(proc.pid)
+    with contextlib.suppress(Exception):
+        proc.wait(timeout=timeout)

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
 import threading
@@ -21,7 +20,7 @@ from pathlib import Path
 
 import pytest
 from conftest import REPO, ansible_env, machine_collection
-from khelpers import deployment, wait_for
+from khelpers import deployment, stop_process, wait_for
 
 from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.client import KubeApi
 
@@ -195,19 +194,14 @@ def test_gates_hold_until_hooks_go_then_everything_goes(flavour, kube, victim, r
 def _start(victim: Victim, tmp: Path) -> subprocess.Popen:
     env = ansible_env(os.environ["K8S_AUTH_KUBECONFIG"])
     env["ANSIBLE_PYTHON_INTERPRETER"] = sys.executable
-    # Async jobs live under this directory, so the test can kill exactly them.
     env["ANSIBLE_REMOTE_TMP"] = str(tmp / "remote")
-    env["ANSIBLE_ASYNC_DIR"] = str(tmp / "async")
     command = [str(Path(sys.executable).parent / "ansible-playbook"), "-i", "localhost,", "-c", "local", str(PLAYBOOK), "-e", json.dumps(playbook_vars(victim))]
     return subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
 
 
 def _kill(proc: subprocess.Popen, tmp: Path) -> None:
-    """Kill the run as an operator's Ctrl-C-then-kill would, and its async jobs too."""
-    os.killpg(proc.pid, signal.SIGKILL)
-    proc.wait()
-    subprocess.run(["pkill", "-9", "-f", str(tmp / "remote")], check=False)
-    subprocess.run(["pkill", "-9", "-f", str(tmp / "async")], check=False)
+    """Kill the run and everything it started, as a kill -9 of the whole job would."""
+    stop_process(proc)
     time.sleep(0.5)
 
 
@@ -223,15 +217,19 @@ def test_killed_runs_resume_without_evicting_twice(*, flavour, kube, victim, run
 
     # Killed during the drain: the first Pod is terminating (the budget holds the second).
     first = _start(v, tmp_path / "first")
-    wait_for(recorder.evictions, 120, what="the drain to evict a Pod")
-    _kill(first, tmp_path / "first")
+    try:
+        wait_for(recorder.evictions, 120, what="the drain to evict a Pod")
+    finally:
+        _kill(first, tmp_path / "first")
     assert kube.get(v.path)["metadata"]["deletionTimestamp"]
 
     # Killed again while it waits at the preTerminate gate.
     second = _start(v, tmp_path / "second")
-    wait_for(lambda: len(recorder.evictions()) == 2 and not [p for p in v.web_pods() if p["spec"].get("nodeName") == v.node], 120, what="the drain")
-    time.sleep(3)
-    _kill(second, tmp_path / "second")
+    try:
+        wait_for(lambda: len(recorder.evictions()) == 2 and not [p for p in v.web_pods() if p["spec"].get("nodeName") == v.node], 120, what="the drain")
+        time.sleep(3)
+    finally:
+        _kill(second, tmp_path / "second")
     assert kube.get(f"/api/v1/nodes/{v.node}") is not None, "the Node went while a preTerminate hook existed"
     for path in v.infra_paths:
         assert kube.get(path) is not None, f"{path} went while a preTerminate hook existed"
@@ -284,8 +282,12 @@ def test_hook_controllers_and_the_role_together(flavour, kube, victim, run_playb
         extra = {"machine_name": v.name, "machine_namespace": v.namespace, "hook_name": name, "hook_owner": owner, "hook_point": point}
         command = [ansible_playbook, "-i", "localhost,", "-c", "local", str(REPO / "tests/integration/files/hook_controller.yml"), "-e", json.dumps(extra)]
         controllers.append(subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
-    deletion = run_playbook(PLAYBOOK, playbook_vars(v))
-    outputs = [c.communicate(timeout=300)[0] for c in controllers]
+    try:
+        deletion = run_playbook(PLAYBOOK, playbook_vars(v))
+        outputs = [c.communicate(timeout=300)[0] for c in controllers]
+    finally:
+        for controller in controllers:
+            stop_process(controller)
     assert deletion.returncode == 0, deletion.stdout + deletion.stderr
     for controller, output in zip(controllers, outputs, strict=True):
         assert controller.returncode == 0, output

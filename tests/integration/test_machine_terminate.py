@@ -6,8 +6,6 @@ and a second or resumed run changes nothing more."""
 from __future__ import annotations
 
 import json
-import os
-import signal
 import subprocess
 import sys
 import threading
@@ -17,7 +15,7 @@ from pathlib import Path
 
 import pytest
 from conftest import ansible_env, machine_collection
-from khelpers import wait_for
+from khelpers import stop_process, wait_for
 
 from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.client import KubeApi, api_from_kubeconfig
 from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.errors import ApiError
@@ -646,16 +644,13 @@ def test_a_run_killed_while_waiting_is_continued_by_the_next(flavour, doomed, ru
     process = start_module(kubeconfig, args(machine, wait=True, wait_timeout=300))
     try:
         wait_for(lambda: conditions(kube, flavour, machine["path"]).get("Deleting", {}).get("reason") == "WaitingForPreTerminateHook", timeout=60)
-        os.killpg(process.pid, signal.SIGKILL)  # killed at the preTerminate gate
-        process.wait(10)
+        stop_process(process)  # killed at the preTerminate gate
         remove_hook(kube, flavour, machine)
         process = start_module(kubeconfig, args(machine, wait=True, wait_timeout=300))
         wait_for(lambda: (kube.get(machine["infrastructure"]) or {}).get("metadata", {}).get("deletionTimestamp"), timeout=60)
-        os.killpg(process.pid, signal.SIGKILL)  # killed while waiting for the infrastructure
-        process.wait(10)
+        stop_process(process)  # killed while waiting for the infrastructure
     finally:
-        if process.poll() is None:
-            os.killpg(process.pid, signal.SIGKILL)
+        stop_process(process)
     deleting = conditions(kube, flavour, machine["path"])["Deleting"]
     assert (deleting["reason"], deleting["message"]) == ("WaitingForInfrastructureDeletion", "Waiting for FakeMachine to be deleted")
     assert kube.get(machine["bootstrap"]) is not None and kube.get(node_path(machine["node"])) is not None

@@ -81,7 +81,7 @@ def create(api: KubeApi, ref: AliveRef, dry_run: bool = False) -> dict:
     metadata = {"name": ref.name}
     if ref.namespace:
         metadata["namespace"] = ref.namespace
-    # The seed's object: an empty spec; the object's existence is the signal.
+    # An empty spec: the object's existence is the signal (docs/behaviour.md §5).
     return api.create(ref.collection, {"apiVersion": ref.api_version, "kind": ALIVE_KIND, "metadata": metadata, "spec": {}}, dry_run=dry_run)
 
 

@@ -1,6 +1,6 @@
 # Copyright: lifecycle.machine contributors
 # Apache License 2.0 (see LICENSE)
-"""The cluster deletion signal (SPEC §5, seed 001): pure logic on plain dicts.
+"""The cluster deletion signal (docs/behaviour.md §5): pure logic on plain dicts.
 
 One ``Alive`` object, conventionally ``openshift-config/cluster``, that
 in-cluster components hang finalizers on. Deprovisioning deletes it and waits

@@ -5,9 +5,8 @@ how to report progress, following Cluster API's Machine controller.
 
 Nothing here talks to Kubernetes. Callers pass plain dicts (Pods, Namespaces,
 MachineDrainRules, the Machine and its Cluster) as the API returns them and
-get plain values back. The behaviour mirrors
-``internal/controllers/machine/drain/{drain,filters}.go`` of
-kubernetes-sigs/cluster-api (SPEC.md section 3 is the decision where they differ).
+get plain values back. The behaviour is Cluster API's Machine controller's,
+as docs/behaviour.md §3 describes it (including where the collection differs).
 """
 
 from __future__ import annotations
@@ -531,7 +530,7 @@ def classify_pods(
     node_unreachable: bool,
     now: _dt.datetime,
 ) -> list[PodDecision]:
-    """Decide Drain / Skip / WaitCompleted and the order for every Pod on the Node (SPEC 3).
+    """Decide Drain / Skip / WaitCompleted and the order for every Pod on the Node (docs/behaviour.md §3).
 
     ``namespaces`` maps Namespace name to the Namespace object (its labels feed
     namespaceSelector). ``existing_daemonsets`` holds ``(namespace, name)`` of
@@ -568,7 +567,7 @@ def classify_pods(
 
 
 def skipped_claim_keys(decisions: Iterable[PodDecision]) -> set[str]:
-    """``namespace/claim`` of PVCs used by Skipped Pods: the volume-detach wait ignores them (SPEC 4)."""
+    """``namespace/claim`` of PVCs used by Skipped Pods: the volume-detach wait ignores them (docs/behaviour.md §4)."""
     return {f"{decision.namespace}/{claim}" for decision in decisions if decision.behavior == SKIP for claim in decision.claims}
 
 
@@ -608,7 +607,7 @@ class DrainPlan:
 
 
 def plan_drain(decisions: list[PodDecision]) -> DrainPlan:
-    """Bucket decisions by order (SPEC 3.2); lower orders drain first.
+    """Bucket decisions by order (docs/behaviour.md §3.2); lower orders drain first.
 
     The current order is the lowest among all Drain Pods (terminating ones
     included, so they hold back higher orders until gone) and all WaitCompleted
@@ -673,7 +672,7 @@ def eviction_failure_message(status: int, message: str, causes: list[str] | list
     themselves, in which case a ``NamespaceTerminating`` cause is recognised);
     pass None when the Status had no ``details``. On 429 (PodDisruptionBudget)
     the cause messages are appended after a space, joined by "," as upstream
-    does. A 403 in a terminating namespace gets the fixed SPEC 3.3 text.
+    does. A 403 in a terminating namespace gets the fixed docs/behaviour.md §3.3 text.
     """
     if status == 404:
         return None
@@ -705,7 +704,7 @@ def _kind(count: int) -> str:
 
 
 def progress_message(started_at: _dt.datetime, plan: DrainPlan, failures: dict[str, list[str]] | None = None, gone: Iterable[str] = ()) -> str:
-    """Cluster API's "Drain not completed yet" message (SPEC 3.4) after one pass.
+    """Cluster API's "Drain not completed yet" message (docs/behaviour.md §3.4) after one pass.
 
     ``failures`` maps a failure message (from :func:`eviction_failure_message`)
     to the ``ns/name`` of the Pods that failed with it; ``gone`` lists Pods of

@@ -157,7 +157,7 @@ class DrainGate:
         self.recorder.machine = machine
         if not opened:
             hooks = pre_drain_hooks(self.flavour, machine)
-            raise self.fail(gate_timeout_message(self.wait_timeout, machine, hooks), blocked_by=[hook.as_dict() for hook in hooks])
+            raise self.fail(gate_timeout_message(self.wait_timeout, machine, hooks), blocked_by=[hook.as_dict() for hook in hooks], timed_out=True)
         return []
 
 
@@ -456,7 +456,7 @@ class DrainRun:
         if not self.request.wait:
             return self.result(False, drain.message)
         if self.passes.timed_out():
-            raise self.fail(f"Timed out after {self.request.wait_timeout} s draining Node {self.report.node_name}. {drain.message}")
+            raise self.fail(f"Timed out after {self.request.wait_timeout} s draining Node {self.report.node_name}. {drain.message}", timed_out=True)
         return None
 
     def drained(self, drain: DrainPass) -> dict:

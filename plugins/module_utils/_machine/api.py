@@ -176,7 +176,7 @@ def get_cluster(api: KubeApi, machine: dict, flavour: Flavour) -> dict | None:
 
 def node_steps_skip_reason(api: KubeApi, machine: dict, flavour: Flavour) -> str | None:
     """Why Cluster API skips the preDrain gate, drain, volume wait and Node
-    deletion for this Machine (SPEC §2), or None when it does not.
+    deletion for this Machine (docs/behaviour.md §2), or None when it does not.
 
     As the Cluster API Machine controller's isDeleteNodeAllowed: no nodeRef,
     the Cluster (or its control plane object) being deleted, or no active

@@ -1,7 +1,7 @@
 # Copyright: lifecycle.machine contributors
 # Apache License 2.0 (see LICENSE)
 """Conditions a Machine carries while it is deleted, with the exact upstream
-types, reasons and messages (SPEC §6), and the upstream rules for when a
+types, reasons and messages (docs/behaviour.md §6), and the upstream rules for when a
 condition's lastTransitionTime moves. Pure: lists of dicts in, lists out.
 
 Two condition shapes exist:
@@ -22,7 +22,7 @@ from typing import Any
 
 from ansible_collections.lifecycle.machine.plugins.module_utils._timeutil import rfc3339
 
-# Deletion stages, in workflow order (SPEC §2).
+# Deletion stages, in workflow order (docs/behaviour.md §2).
 STAGE_PRE_DRAIN = "WaitingForPreDrainHook"
 STAGE_DRAINING = "DrainingNode"
 STAGE_DRAIN_FAILED = "DrainingFailed"
@@ -249,7 +249,7 @@ def capi_deleting_condition(current: list[dict], stage: Stage | None, now: _dt.d
 
 def hook_condition_type(point: str, hook_name: str) -> str:
     """The condition in which a hook-implementing controller reports its hook's
-    outcome (seed 000): the lifecycle point, the hook name, then ``Succeeded``,
+    outcome (docs/behaviour.md §6): the lifecycle point, the hook name, then ``Succeeded``,
     each word starting with a capital letter and anything but letters and
     digits dropped. ``preTerminate`` + ``flush-logs`` gives
     ``PreTerminateFlushLogsSucceeded``; ``preDrain`` + ``MigrateImportantApp``

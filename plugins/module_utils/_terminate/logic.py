@@ -3,7 +3,7 @@
 """Pure decisions of machine_terminate: given what the API says now (the
 Machine, its Node, the Cluster API skip reason, the volumes still attached,
 whether the infrastructure and bootstrap objects exist), which deletion step
-comes next, what it waits for or why it must not start (SPEC §2, §4, §6).
+comes next, what it waits for or why it must not start (docs/behaviour.md §2, §4, §6).
 
 Nothing here talks to the API server. The module observes, calls
 :func:`decide`, performs the one action it names, observes again, and so on:
@@ -41,7 +41,7 @@ from ansible_collections.lifecycle.machine.plugins.module_utils._machine.flavour
 from ansible_collections.lifecycle.machine.plugins.module_utils._terminate.volumes import VolumeWaitStatus, volume_detach_message
 from ansible_collections.lifecycle.machine.plugins.module_utils._timeutil import parse_time, rfc3339
 
-# Steps, in workflow order (SPEC §2, from the preDrain gate on).
+# Steps, in workflow order (docs/behaviour.md §2, from the preDrain gate on).
 STEP_PRE_DRAIN = "pre_drain_hook"
 STEP_DRAIN = "drain"
 STEP_VOLUMES = "volume_detach"
@@ -303,7 +303,7 @@ def _volume_skip_reason(facts: Facts, flavour: Flavour) -> str | None:
 
 
 def _volume_step(facts: Facts, flavour: Flavour, builder: _Builder) -> Decision | None:
-    """The volume detach wait (SPEC §4)."""
+    """The volume detach wait (docs/behaviour.md §4)."""
     started_at = flavour.volume_detach_started_at(facts.machine or {})
     skipped = _volume_skip_reason(facts, flavour)
     if skipped:
@@ -441,7 +441,7 @@ _STEPS = (_drain_steps, _volume_step, _pre_terminate_step, _instance_steps, _nod
 def decide(facts: Facts, flavour: Flavour) -> Decision:
     """The next action for a Machine, from the facts observed so far.
 
-    Steps follow SPEC §2 from the preDrain gate on; the first that has to act,
+    Steps follow docs/behaviour.md §2 from the preDrain gate on; the first that has to act,
     wait or observe something not yet observed ends the decision.
     """
     builder = _Builder(flavour)

@@ -277,7 +277,7 @@ class Termination:
         """Where a run stops at a wait: a result without ``wait``, a failure when ``wait_timeout`` ran out."""
         if self.request.wait and not self.request.check_mode:
             machine = self.report.machine or self.report.first_seen
-            raise MachineError(timeout_message(decision, machine, self.flavour, self.request.wait_timeout), **self.result())
+            raise MachineError(timeout_message(decision, machine, self.flavour, self.request.wait_timeout), **self.result(), timed_out=True)
         return self.result()
 
 

@@ -1,6 +1,6 @@
 # Copyright: lifecycle.machine contributors
 # Apache License 2.0 (see LICENSE)
-"""Pure logic of the volume-detach wait (SPEC section 4).
+"""Pure logic of the volume-detach wait (docs/behaviour.md §4).
 
 Before the Node of a deleted Machine goes away, Cluster API waits until the
 volumes attached to it are detached, so that a cloud disk is not destroyed with

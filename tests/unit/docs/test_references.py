@@ -18,12 +18,7 @@ REPO = Path(__file__).resolve().parents[3]
 BEHAVIOUR = REPO / "docs" / "behaviour.md"
 
 # What ships, and so must not point outside the repository.
-CHECKED = ("playbooks", "docs", "extensions", "meta", "changelogs/fragments", "README.md")
-
-# TEMPORARY: the references in these directories are being rewritten to cite
-# docs/behaviour.md. Move each one back into CHECKED once it is clean; the
-# xfail is not strict, so an already clean directory shows up as XPASS.
-NOT_YET_FIXED = ("plugins", "roles")
+CHECKED = ("plugins", "roles", "playbooks", "docs", "extensions", "meta", "changelogs/fragments", "README.md")
 
 OUTSIDE_REFERENCES = {
     "SPEC.md": re.compile(r"SPEC\.md"),
@@ -82,14 +77,7 @@ def outside_references(areas: tuple[str, ...]) -> list[str]:
 
 @pytest.mark.parametrize(
     "areas",
-    [
-        *[pytest.param((area,), id=area) for area in CHECKED],
-        pytest.param(
-            NOT_YET_FIXED,
-            id="TEMPORARY-not-yet-fixed-" + "-".join(NOT_YET_FIXED),
-            marks=pytest.mark.xfail(reason=f"{', '.join(NOT_YET_FIXED)} still cite references outside the repository", strict=False),
-        ),
-    ],
+    [pytest.param((area,), id=area) for area in CHECKED],
 )
 def test_nothing_points_outside_the_repository(areas: tuple[str, ...]) -> None:
     found = outside_references(areas)

@@ -1,0 +1,192 @@
+# Copyright: lifecycle.machine contributors
+# Apache License 2.0 (see LICENSE)
+"""Deleting many Machines at once (pure): what a ``machine_delete`` task is
+asked, where each Machine stands, its time budgets, and the progress lines an
+operator reads while it runs.
+
+Each Machine goes through the whole workflow (docs/behaviour.md §2) on its
+own: marked, the preDrain gate and the drain, then the volume wait, the
+preTerminate gate, the infrastructure, the Node and the release. A task serves
+them all concurrently and returns after at most ``progress_interval`` seconds,
+so that a playbook can show how far each one is and call it again; the state
+lives in the API, the time budgets in ``clock`` (handed back each call).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+# Where a Machine stands after a task.
+DONE = "done"  # released (gone)
+IN_PROGRESS = "in_progress"  # still draining or terminating: call again
+AWAITING_INSTANCE = "awaiting_instance_termination"  # OpenShift: the provider tasks must terminate its instance
+FAILED = "failed"
+PLANNED = "planned"  # check mode: what would happen
+STATUSES = (DONE, IN_PROGRESS, AWAITING_INSTANCE, FAILED, PLANNED)
+
+# The phases whose time is budgeted.
+DRAIN, TERMINATE = "drain", "terminate"
+
+
+def machine_key(machine: dict) -> str:
+    return f"{machine.get('namespace')}/{machine.get('name')}"
+
+
+@dataclass(frozen=True)
+class DeleteRequest:
+    """machine_delete's options."""
+
+    machines: tuple[dict, ...]
+    rules: tuple[dict, ...] = ()
+    use_cluster_rules: bool = True
+    grace_period: int | None = None
+    drain_timeout: int = 3600
+    terminate_timeout: int = 3600
+    wait_sleep: int = 2
+    instance_terminated: tuple[str, ...] = ()
+    clock: dict = field(default_factory=dict)
+    progress_interval: int = 0
+    concurrency: int = 20
+    check_mode: bool = False
+
+    @classmethod
+    def from_params(cls, params: dict, check_mode: bool, now: float) -> DeleteRequest:
+        return cls(
+            machines=tuple({"name": m["name"], "namespace": m["namespace"], "api_version": m.get("api_version")} for m in params["machines"] or []),
+            rules=tuple(params["rules"] or ()),
+            use_cluster_rules=params["use_cluster_rules"],
+            grace_period=params["grace_period"],
+            drain_timeout=params["drain_timeout"],
+            terminate_timeout=params["terminate_timeout"],
+            wait_sleep=params["wait_sleep"],
+            instance_terminated=tuple(params["instance_terminated"] or ()),
+            clock=started_clock(params["clock"] or {}, now),
+            progress_interval=params["progress_interval"],
+            concurrency=params["concurrency"],
+            check_mode=check_mode,
+        )
+
+
+def option_errors(params: dict) -> list[str]:
+    """Why the options cannot be acted on (empty when they can)."""
+    errors = []
+    seen = set()
+    for index, machine in enumerate(params.get("machines") or []):
+        if not isinstance(machine, dict) or not machine.get("name") or not machine.get("namespace"):
+            errors.append(f"machines[{index}] must have a name and a namespace (got {machine!r})")
+            continue
+        key = machine_key(machine)
+        if key in seen:
+            errors.append(f"Machine {key} is given twice")
+        seen.add(key)
+    for name, least in (("drain_timeout", 1), ("terminate_timeout", 1), ("concurrency", 1), ("progress_interval", 0), ("wait_sleep", 0)):
+        value = params.get(name)
+        if value is not None and value < least:
+            errors.append(f"{name} must be at least {least} (got {value})")
+    if params.get("grace_period") is not None and params["grace_period"] < 0:
+        errors.append(f"grace_period must be 0 or more seconds (got {params['grace_period']})")
+    return errors
+
+
+def started_clock(clock: dict, now: float) -> dict:
+    """A copy of ``clock`` (``{machine key: {phase: epoch seconds it started}}``), only well-formed entries."""
+    result: dict[str, dict[str, float]] = {}
+    for key, phases in (clock or {}).items():
+        if isinstance(phases, dict):
+            result[str(key)] = {phase: float(since) for phase, since in phases.items() if phase in (DRAIN, TERMINATE) and _number(since, now)}
+    return result
+
+
+def _number(value: object, now: float) -> bool:
+    try:
+        return 0 < float(value) <= now + 60
+    except (TypeError, ValueError):
+        return False
+
+
+def budget_left(clock: dict, key: str, phase: str, timeout: int, now: float) -> float:
+    """Seconds left of a Machine's ``phase`` budget (``timeout`` from when the phase first started)."""
+    since = (clock.get(key) or {}).get(phase, now)
+    return timeout - (now - since)
+
+
+def start_phase(clock: dict, key: str, phase: str, now: float) -> None:
+    clock.setdefault(key, {}).setdefault(phase, now)
+
+
+@dataclass
+class Outcome:
+    """Where one Machine stands after a task, with what the steps reported."""
+
+    machine: dict
+    status: str = IN_PROGRESS
+    step: str = ""
+    message: str = ""
+    changed: bool = False
+    flavour: str | None = None
+    drain: dict | None = None
+    terminate: dict | None = None
+
+    @property
+    def key(self) -> str:
+        return machine_key(self.machine)
+
+    def as_dict(self) -> dict:
+        return {
+            **self.machine,
+            "key": self.key,
+            "flavour": self.flavour,
+            "status": self.status,
+            "step": self.step,
+            "message": self.message,
+            "changed": self.changed,
+            "drain": self.drain,
+            "terminate": self.terminate,
+        }
+
+
+def drain_summary(result: dict) -> dict:
+    """The part of a machine_drain result worth keeping per Machine."""
+    keys = ("node", "completed", "message", "evicted", "batches", "passes", "skipped_reason", "started_at", "elapsed_seconds", "api_requests")
+    return {key: result[key] for key in keys if key in result}
+
+
+def terminate_summary(result: dict) -> dict:
+    """The part of a machine_terminate result worth keeping per Machine."""
+    keys = ("steps", "next_step", "blocked_by", "released", "gone", "awaiting_instance_termination", "actions")
+    return {key: result[key] for key in keys if key in result}
+
+
+def batches_text(batches: list[dict]) -> str:
+    """``order 0: 12 Pods left (4 terminating), order 10: 30 Pods``."""
+    parts = []
+    for batch in batches or []:
+        count = len(batch.get("pods") or [])
+        text = f"order {batch.get('order')}: {count} Pod{'s' if count != 1 else ''}"
+        terminating = len(batch.get("terminating") or [])
+        if terminating:
+            text += f" ({terminating} terminating)"
+        parts.append(text)
+    return ", ".join(parts)
+
+
+def progress_lines(outcomes: list[Outcome], elapsed: float) -> list[str]:
+    """What an operator sees after each task: one line per Machine, and for a
+    drain under way the Pods left per batch and what holds them."""
+    counts = {status: sum(1 for outcome in outcomes if outcome.status == status) for status in STATUSES}
+    summary = ", ".join(f"{count} {status.replace('_', ' ')}" for status, count in counts.items() if count)
+    lines = [f"{len(outcomes)} Machine{'s' if len(outcomes) != 1 else ''} after {elapsed:.0f} s: {summary or 'none'}"]
+    for outcome in sorted(outcomes, key=lambda o: o.key):
+        head = f"{outcome.key}: {outcome.status.replace('_', ' ')}"
+        if outcome.step:
+            head += f" at {outcome.step}"
+        drain = outcome.drain or {}
+        if outcome.status == IN_PROGRESS and outcome.step == DRAIN and drain.get("batches"):
+            head += f" - {batches_text(drain['batches'])}"
+        lines.append(head)
+        detail = outcome.message if outcome.status in (IN_PROGRESS, FAILED, AWAITING_INSTANCE) else ""
+        if detail.startswith("Drain not completed yet"):
+            lines.extend(f"    {line}" for line in detail.splitlines()[1:6] if line.strip())
+        elif detail:
+            lines.append(f"    {detail.splitlines()[0]}")
+    return lines

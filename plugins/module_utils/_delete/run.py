@@ -1,0 +1,189 @@
+# Copyright: lifecycle.machine contributors
+# Apache License 2.0 (see LICENSE)
+"""machine_delete's run: the whole deletion of many Machines in one task,
+each in a thread of its own on a fork of the transport (shared connections
+and cancellation, its own deadline), so that N Machines take about the time of
+one, as the Machine controllers reconcile them side by side."""
+
+from __future__ import annotations
+
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+from ansible_collections.lifecycle.machine.plugins.module_utils._delete.logic import (
+    AWAITING_INSTANCE,
+    DONE,
+    DRAIN,
+    FAILED,
+    IN_PROGRESS,
+    PLANNED,
+    TERMINATE,
+    DeleteRequest,
+    Outcome,
+    budget_left,
+    drain_summary,
+    machine_key,
+    progress_lines,
+    start_phase,
+    terminate_summary,
+)
+from ansible_collections.lifecycle.machine.plugins.module_utils._drain.request import DrainRequest
+from ansible_collections.lifecycle.machine.plugins.module_utils._drain.run import run_drain
+from ansible_collections.lifecycle.machine.plugins.module_utils._errors import MachineError
+from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.client import KubeApi
+from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.errors import ApiError, Cancelled
+from ansible_collections.lifecycle.machine.plugins.module_utils._machine.selection import MachineSelection
+from ansible_collections.lifecycle.machine.plugins.module_utils._mark.run import mark_for_deletion
+from ansible_collections.lifecycle.machine.plugins.module_utils._terminate.run import TerminateRequest, terminate_machine
+
+
+class MachineDeletion:
+    """One Machine's share of the task: mark it, drain, terminate, within its
+    time budgets and the task's progress interval."""
+
+    def __init__(self, api: KubeApi, request: DeleteRequest, machine: dict, *, clock: dict, slice_end: float | None):
+        self.api = api
+        self.request = request
+        self.machine = machine
+        self.clock = clock
+        self.slice_end = slice_end
+        self.outcome = Outcome(machine=dict(machine))
+
+    @property
+    def key(self) -> str:
+        return machine_key(self.machine)
+
+    def seconds(self, phase: str, timeout: int) -> tuple[int, bool]:
+        """(seconds this call may spend on ``phase``, whether that is all its budget has left)."""
+        now = time.time()
+        start_phase(self.clock, self.key, phase, now)
+        left = budget_left(self.clock, self.key, phase, timeout, now)
+        if self.slice_end is not None and self.slice_end - time.monotonic() < left:
+            return max(1, int(self.slice_end - time.monotonic())), False
+        return max(0, int(left)), True
+
+    def run(self) -> Outcome:
+        outcome = self.outcome
+        try:
+            if not self.mark():
+                outcome.status, outcome.step, outcome.message = DONE, "release", "the Machine is gone"
+            elif self.drain() and not self.request.check_mode:
+                self.terminate()
+        except Cancelled as exc:
+            outcome.status, outcome.message = FAILED, f"Cancelled: {exc}"
+        except ApiError as exc:
+            outcome.status, outcome.message = FAILED, f"Kubernetes API error: {exc.describe()}"
+        except MachineError as exc:
+            outcome.status, outcome.message = FAILED, exc.msg
+        return outcome
+
+    def mark(self) -> bool:
+        """Mark the Machine for deletion (held by the flavour's finalizer); False when it is gone."""
+        selection = MachineSelection(machine=self.machine["name"], namespace=self.machine["namespace"], api_version=self.machine.get("api_version"))
+        marked = mark_for_deletion(self.api, selection, self.request.check_mode)
+        entry = marked["machines"][0]
+        self.outcome.changed |= marked["changed"]
+        self.outcome.flavour = entry.get("flavour")
+        self.outcome.step = "mark"
+        return entry["action"] != "absent"
+
+    def drain(self) -> bool:
+        """The preDrain gate and the drain; True when they are behind the Machine."""
+        request, outcome = self.request, self.outcome
+        outcome.step = DRAIN
+        seconds, final = self.seconds(DRAIN, request.drain_timeout)
+        drain_request = DrainRequest(
+            machine=self.machine["name"],
+            namespace=self.machine["namespace"],
+            api_version=self.machine.get("api_version"),
+            rules=list(request.rules),
+            use_cluster_rules=request.use_cluster_rules,
+            wait=True,
+            wait_timeout=seconds,
+            wait_sleep=request.wait_sleep,
+            grace_period=request.grace_period,
+            check_mode=request.check_mode,
+        )
+        try:
+            result = run_drain(self.api, drain_request)
+        except MachineError as exc:
+            outcome.drain = drain_summary(exc.result)
+            outcome.changed |= bool(exc.result.get("changed"))
+            if exc.result.get("timed_out") and not final:
+                outcome.status, outcome.message = IN_PROGRESS, exc.result.get("message") or exc.msg
+                return False
+            raise
+        outcome.drain = drain_summary(result)
+        outcome.changed |= bool(result.get("changed"))
+        outcome.message = result.get("message", "")
+        if request.check_mode:
+            outcome.status = PLANNED
+            return False
+        if not result.get("completed"):
+            # Held at the preDrain gate without waiting: only in check mode.
+            outcome.status = IN_PROGRESS
+            return False
+        return True
+
+    def terminate(self) -> None:
+        request, outcome = self.request, self.outcome
+        outcome.step = TERMINATE
+        seconds, final = self.seconds(TERMINATE, request.terminate_timeout)
+        terminate_request = TerminateRequest(
+            namespace=self.machine["namespace"],
+            machine=self.machine["name"],
+            api_version=self.machine.get("api_version"),
+            wait=True,
+            wait_timeout=seconds,
+            wait_sleep=request.wait_sleep,
+            instance_terminated=self.key in request.instance_terminated,
+            rules=list(request.rules),
+            use_cluster_rules=request.use_cluster_rules,
+        )
+        try:
+            result = terminate_machine(self.api, terminate_request)
+        except MachineError as exc:
+            outcome.terminate = terminate_summary(exc.result)
+            outcome.changed |= bool(exc.result.get("changed"))
+            if exc.result.get("timed_out") and not final:
+                outcome.status, outcome.message = IN_PROGRESS, exc.msg
+                outcome.step = exc.result.get("next_step") or TERMINATE
+                return
+            raise
+        outcome.terminate = terminate_summary(result)
+        outcome.changed |= bool(result.get("changed"))
+        if result.get("awaiting_instance_termination"):
+            outcome.status, outcome.step = AWAITING_INSTANCE, "instance"
+            outcome.message = "the preTerminate gate is open: run the provider tasks, then call again with the Machine in instance_terminated"
+        elif result.get("released") or result.get("gone"):
+            outcome.status, outcome.step, outcome.message = DONE, "release", "deleted"
+        else:
+            outcome.status, outcome.step = IN_PROGRESS, result.get("next_step") or TERMINATE
+
+
+def delete_machines(api: KubeApi, request: DeleteRequest) -> dict:
+    """Delete every Machine of the request side by side; the module result."""
+    started = time.monotonic()
+    slice_end = started + request.progress_interval if request.progress_interval and not request.check_mode else None
+    clock = {key: dict(phases) for key, phases in request.clock.items()}
+    deletions = [MachineDeletion(api.fork(), request, machine, clock=clock, slice_end=slice_end) for machine in request.machines]
+    if deletions:
+        with ThreadPoolExecutor(max_workers=max(1, min(request.concurrency, len(deletions)))) as pool:
+            outcomes = list(pool.map(lambda deletion: deletion.run(), deletions))
+    else:
+        outcomes = []
+    elapsed = time.monotonic() - started
+    by_status = {status: [outcome.as_dict() for outcome in outcomes if outcome.status == status] for status in (AWAITING_INSTANCE, FAILED)}
+    known = {outcome.key for outcome in outcomes}
+    return {
+        "changed": any(outcome.changed for outcome in outcomes),
+        "machines": [outcome.as_dict() for outcome in outcomes],
+        "completed": all(outcome.status in (DONE, PLANNED) for outcome in outcomes),
+        "awaiting_instance_termination": by_status[AWAITING_INSTANCE],
+        "failed": by_status[FAILED],
+        "errors": [f"{outcome.key}: {outcome.message}" for outcome in outcomes if outcome.status == FAILED],
+        "progress": progress_lines(outcomes, elapsed),
+        "clock": {key: phases for key, phases in clock.items() if key in known},
+        "elapsed_seconds": round(elapsed, 1),
+        "api_requests": api.total_requests,
+    }

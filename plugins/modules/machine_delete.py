@@ -1,0 +1,254 @@
+#!/usr/bin/python
+# Copyright: lifecycle.machine contributors
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+module: machine_delete
+short_description: Delete many OpenShift or Cluster API Machines at once, each through every gate
+version_added: 0.1.0
+description:
+  - Runs the whole deletion workflow for every Machine given, side by side, as the Machine controllers reconcile
+    Machines concurrently - each Machine is marked for deletion (held by the flavour's finalizer), waits at its
+    preDrain gate, is drained in MachineDrainRule order within its PodDisruptionBudgets, waits for its volumes to
+    detach and at its preTerminate gate, then its infrastructure and bootstrap objects (Cluster API) and its Node
+    are deleted and it is released. Every step is the one M(lifecycle.machine.machine_mark_for_deletion),
+    M(lifecycle.machine.machine_drain) and M(lifecycle.machine.machine_terminate) take, with the same gates,
+    conditions and Events.
+  - Each Machine has its own outcome - RV(machines[].status) is V(done), V(in_progress),
+    V(awaiting_instance_termination), V(failed) (with the reason in RV(machines[].message)) or, in check mode,
+    V(planned). One Machine failing never stops the others.
+  - With O(progress_interval) the task returns after at most that many seconds with where each Machine stands
+    (RV(progress)), so a playbook can print it and call the module again; the state lives in the API, and the time
+    budgets in RV(clock), which the next call takes back in O(clock). The C(lifecycle.machine.delete_machine) role
+    does exactly that.
+  - OpenShift Machine API Machines stop at V(awaiting_instance_termination) once their preTerminate gate is open -
+    their provider instance is terminated by tasks outside the module; call again with the Machine's
+    C(namespace/name) in O(instance_terminated) to delete the Node and release it.
+  - Cancelling the run (SIGINT, SIGTERM, or the Ansible run that started the module going away) stops every
+    Machine's work at once - no eviction, deletion or write is sent after it. A later call goes on where it stopped.
+author:
+  - lifecycle.machine maintainers (@lifecycle-machine)
+attributes:
+  check_mode:
+    support: full
+    description:
+      - Marks nothing and evicts nothing - the deletion is sent as a server-side dry run and each Machine's drain
+        plan is returned in RV(machines[].drain) (status V(planned)).
+  diff_mode:
+    support: none
+    description: Each Machine's changes are reported in RV(machines); use the step modules for a diff.
+  platform:
+    support: full
+    platforms: kubernetes
+    description: Talks to the Kubernetes API from the controller.
+options:
+  machines:
+    description:
+      - The Machines to delete, each with C(name), C(namespace) and optionally C(api_version) - for example the
+        RV(lifecycle.machine.machine_info#module:machines) a M(lifecycle.machine.machine_info) task returned.
+      - A Machine that no longer exists is reported as V(done).
+    type: list
+    elements: dict
+    required: true
+  rules:
+    description:
+      - MachineDrainRules given inline, as for M(lifecycle.machine.machine_drain) (they also tell the volume wait
+        which Pods the drain skips).
+    type: list
+    elements: dict
+    default: []
+  use_cluster_rules:
+    description: Also use the C(cluster.x-k8s.io) MachineDrainRule objects of each Machine's namespace.
+    type: bool
+    default: true
+  grace_period:
+    description:
+      - Overrides the termination grace period of every evicted Pod (dangerous; see M(lifecycle.machine.machine_drain)).
+    type: int
+  drain_timeout:
+    description:
+      - Seconds each Machine may spend at its preDrain gate and draining, counted from the first call that
+        started it (see O(clock)). The Machine fails when they are up.
+    type: int
+    default: 3600
+  terminate_timeout:
+    description:
+      - Seconds each Machine may spend from the end of its drain to its release (volume wait, preTerminate gate,
+        infrastructure, Node), counted the same way.
+    type: int
+    default: 3600
+  wait_sleep:
+    description: Seconds between two retries of a failed eviction or two checks of the volumes still attached.
+    type: int
+    default: 2
+  instance_terminated:
+    description:
+      - C(namespace/name) of the OpenShift Machines whose provider tasks have terminated the instance.
+    type: list
+    elements: str
+    default: []
+  clock:
+    description:
+      - When each Machine's drain and termination started, as RV(clock) of the previous call returned it, so that
+        the time budgets count across calls. Empty on the first call.
+    type: dict
+    default: {}
+  progress_interval:
+    description:
+      - Return after at most this many seconds with where each Machine stands (V(in_progress) ones continue on
+        the next call). V(0) works until every Machine is done, waits for its instance, or has failed.
+    type: int
+    default: 0
+  concurrency:
+    description: How many Machines are worked on at the same time.
+    type: int
+    default: 20
+extends_documentation_fragment:
+  - kubernetes.core.k8s_auth_options
+requirements:
+  - python >= 3.11
+  - kubernetes >= 24.2.0
+notes:
+  - One task serves every Machine from one process, so deleting many Machines costs about the time of one.
+seealso:
+  - module: lifecycle.machine.machine_drain
+  - module: lifecycle.machine.machine_terminate
+  - module: lifecycle.machine.machine_info
+"""
+
+EXAMPLES = r"""
+- name: Read the Machines of a MachineDeployment
+  lifecycle.machine.machine_info:
+    namespace: default
+    label_selectors:
+      - cluster.x-k8s.io/deployment-name=md-0
+  register: pool
+
+- name: Delete them all, side by side
+  lifecycle.machine.machine_delete:
+    machines: "{{ pool.machines }}"
+    drain_timeout: 1800
+
+- name: Or one slice at a time, printing progress every 20 seconds
+  lifecycle.machine.machine_delete:
+    machines: "{{ pool.machines }}"
+    progress_interval: 20
+  register: step
+"""
+
+RETURN = r"""
+machines:
+  description: One entry per Machine given, in the same order.
+  returned: always
+  type: list
+  elements: dict
+  contains:
+    name:
+      description: Machine name.
+      type: str
+    namespace:
+      description: Machine namespace.
+      type: str
+    key:
+      description: C(namespace/name).
+      type: str
+    api_version:
+      description: The API given for the Machine (null when it was looked up).
+      type: str
+    flavour:
+      description: V(openshift) or V(clusterapi) (null when the Machine was gone).
+      type: str
+    status:
+      description: Where the Machine stands.
+      type: str
+      choices: [done, in_progress, awaiting_instance_termination, failed, planned]
+    step:
+      description:
+        - The step it is at - V(mark), V(drain), V(terminate), or a step of M(lifecycle.machine.machine_terminate)
+          such as V(pre_terminate_hook), V(instance) or V(release).
+      type: str
+    message:
+      description: For a drain under way, Cluster API's progress message; for a failure, the reason; otherwise what happened.
+      type: str
+    changed:
+      description: Whether this call changed the Machine or what belongs to it.
+      type: bool
+    drain:
+      description: The drain as it went (C(node), C(completed), C(message), C(evicted), C(batches), C(passes), ...), or the plan in check mode.
+      type: dict
+    terminate:
+      description: The termination as it went (C(steps), C(next_step), C(blocked_by), C(released), C(gone), C(actions), ...).
+      type: dict
+completed:
+  description: Whether every Machine is done (or, in check mode, planned).
+  returned: always
+  type: bool
+awaiting_instance_termination:
+  description: The Machines (entries as in RV(machines)) whose provider instance must now be terminated.
+  returned: always
+  type: list
+  elements: dict
+failed:
+  description: The Machines (entries as in RV(machines)) that failed, with the reason in C(message).
+  returned: always
+  type: list
+  elements: dict
+errors:
+  description: For each Machine that failed, C(namespace/name), a colon and the reason.
+  returned: always
+  type: list
+  elements: str
+progress:
+  description: Lines for people - how many Machines stand where, and for each its status, step, the Pods left per drain batch and what holds them.
+  returned: always
+  type: list
+  elements: str
+  sample:
+    - "3 Machines after 20 s: 1 done, 2 in progress"
+    - "default/md-0-a: done at release"
+    - "default/md-0-b: in progress at drain - order 0: 2 Pods (1 terminating), order 10: 3 Pods"
+    - "    * Pod default/web-1: cannot evict pod as it would violate the pod's disruption budget."
+clock:
+  description: When each Machine's drain and termination started (epoch seconds), to hand to the next call's O(clock).
+  returned: always
+  type: dict
+elapsed_seconds:
+  description: Duration of the call.
+  returned: always
+  type: float
+api_requests:
+  description: Requests sent to the API server by this call.
+  returned: always
+  type: int
+"""
+
+import time
+
+from ansible_collections.lifecycle.machine.plugins.module_utils._delete.logic import DeleteRequest
+from ansible_collections.lifecycle.machine.plugins.module_utils._delete.run import delete_machines
+from ansible_collections.lifecycle.machine.plugins.module_utils._module import new_module, run
+
+
+def main():
+    argument_spec = {
+        "machines": {"type": "list", "elements": "dict", "required": True},
+        "rules": {"type": "list", "elements": "dict", "default": []},
+        "use_cluster_rules": {"type": "bool", "default": True},
+        "grace_period": {"type": "int"},
+        "drain_timeout": {"type": "int", "default": 3600},
+        "terminate_timeout": {"type": "int", "default": 3600},
+        "wait_sleep": {"type": "int", "default": 2},
+        "instance_terminated": {"type": "list", "elements": "str", "default": []},
+        "clock": {"type": "dict", "default": {}},
+        "progress_interval": {"type": "int", "default": 0},
+        "concurrency": {"type": "int", "default": 20},
+    }
+    module = new_module(argument_spec, supports_check_mode=True)
+    run(module, lambda api: delete_machines(api, DeleteRequest.from_params(module.params, module.check_mode, time.time())))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,91 @@
+"""Cancel means stop: a delete_machine run interrupted with SIGINT (how AWX and
+a terminal cancel a job) stops its drain at once. The API server's audit log
+shows no eviction after the run exited, even once the budget would allow one;
+no module process of the run is left; a later run finishes the deletion."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from conftest import REPO, ansible_env
+from khelpers import stop_process, wait_for
+from test_delete_machine import PLAYBOOK, assert_all_gone, playbook_vars, victim  # noqa: F401 - the victim fixture
+
+
+def evictions_after(audit_events, namespace: str, moment: dt.datetime) -> list[str]:
+    late = []
+    for event in audit_events(namespace=namespace, resource="pods", subresource="eviction", verb="create"):
+        received = dt.datetime.fromisoformat(event["requestReceivedTimestamp"].replace("Z", "+00:00"))
+        if received > moment:
+            late.append(f"{event['objectRef']['name']} at {event['requestReceivedTimestamp']}")
+    return late
+
+
+def run_processes(marker: str) -> list[str]:
+    """Processes still running whose command line carries ``marker``."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            command = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if marker in command:
+            found.append(f"{entry.name}: {command[:160]}")
+    return found
+
+
+def test_sigint_stops_the_drain_and_a_rerun_finishes(*, flavour, kube, kubeconfig, victim, run_playbook, audit_events, tmp_path) -> None:  # noqa: F811
+    v = victim()
+    # Every replacement stays Pending: the budget allows one eviction, then holds the drain.
+    spare_nodes = [n["metadata"]["name"] for n in kube.list("/api/v1/nodes") if n["metadata"]["name"] != v.node]
+    pool = kube.get(f"/api/v1/nodes/{v.node}")["metadata"]["labels"]["lm-pool"]
+    spares = [n for n in spare_nodes if (kube.get(f"/api/v1/nodes/{n}")["metadata"].get("labels") or {}).get("lm-pool") == pool]
+    for node in spares:
+        kube.patch(f"/api/v1/nodes/{node}", {"spec": {"unschedulable": True}})
+
+    env = ansible_env(kubeconfig)
+    env["ANSIBLE_PYTHON_INTERPRETER"] = sys.executable
+    marker = f"lm-cancel-{v.name}"
+    extra = {**playbook_vars(v), "lm_test_marker": marker}
+    command = [str(Path(sys.executable).parent / "ansible-playbook"), "-i", "localhost,", "-c", "local", str(PLAYBOOK), "-e", json.dumps(extra)]
+    log = (tmp_path / "run.log").open("w")
+    run = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True, cwd=REPO)
+    try:
+
+        def held() -> bool:
+            # One web Pod evicted, the other left on the Node: the budget holds it.
+            on_node = [p for p in v.web_pods() if p["spec"].get("nodeName") == v.node and not p["metadata"].get("deletionTimestamp")]
+            return len(on_node) == 1
+
+        wait_for(held, 120, what="the drain to evict one Pod and be held by the budget")
+        time.sleep(2)
+        # Only the playbook gets the signal, as AWX sends it: its modules must stop on their own.
+        run.send_signal(signal.SIGINT)
+        run.wait(timeout=10)
+    finally:
+        stop_process(run)
+        log.close()
+    exited = dt.datetime.now(dt.UTC)
+
+    # Give a leftover drain every chance to evict: let the replacement run and the budget allow it.
+    for node in spares:
+        kube.patch(f"/api/v1/nodes/{node}", {"spec": {"unschedulable": None}})
+    time.sleep(8)
+    assert evictions_after(audit_events, v.namespace, exited) == [], (tmp_path / "run.log").read_text()[-3000:]
+    assert run_processes(marker) == [], "the run is still there"
+
+    again = run_playbook(PLAYBOOK, playbook_vars(v), timeout=600)
+    assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-2000:]
+    assert_all_gone(kube, v)
+    evictions = audit_events(namespace=v.namespace, resource="pods", subresource="eviction", verb="create")
+    evicted = [e["objectRef"]["name"] for e in evictions if (e.get("responseStatus") or {}).get("code") == 201]
+    assert len(evicted) == len(set(evicted)), f"a Pod was evicted twice: {evicted}"

@@ -1,0 +1,124 @@
+"""The lifecycle.machine.machines inventory plugin on the real control plane:
+Machines of both flavours as hosts, their groups and host variables; and
+playbooks/delete_machines.yml deleting an inventory group, each Machine's
+outcome on its own host."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+from conftest import REPO, ansible_env
+from khelpers import OPENSHIFT_MACHINES, capi_machine, capi_path, openshift_machine
+
+CAPI = "v1beta2"
+
+
+@pytest.fixture
+def machines(kube, namespace, capi_generation):
+    """Two OpenShift Machines and three Cluster API (v1beta2) Machines, one of each being deleted."""
+    capi_generation.use("v1beta2")
+    paths = []
+
+    def make(collection: str, body: dict) -> None:
+        kube.create(collection, body)
+        paths.append(f"{collection}/{body['metadata']['name']}")
+
+    openshift = OPENSHIFT_MACHINES.format(ns=namespace)
+    make(openshift, openshift_machine("os-a", labels={"machine.openshift.io/cluster-api-machineset": "infra-a"}))
+    make(openshift, openshift_machine("os-b", hooks={"preDrain": [{"name": "etcd", "owner": "quorum-guard"}]}))
+    capi = capi_path(CAPI, "machines", namespace)
+    kube.create(capi_path(CAPI, "clusters", namespace), {"apiVersion": f"cluster.x-k8s.io/{CAPI}", "kind": "Cluster", "metadata": {"name": "lm-test"}})
+    make(capi, capi_machine("control-plane-0", CAPI, labels={"cluster.x-k8s.io/control-plane": ""}))
+    for name, extra in (("md-0-a", {}), ("md-0-b", {}), ("md-0-held", {"hooked": True})):
+        annotations = {"pre-terminate.delete.hook.machine.cluster.x-k8s.io/flush": "log-ctl"} if extra else {}
+        labels = {"cluster.x-k8s.io/deployment-name": "md-0", "cluster.x-k8s.io/set-name": "md-0-xyz", "lm-test/delete": "yes"}
+        make(capi, capi_machine(name, CAPI, labels=labels, annotations=annotations))
+        for group, plural, kind in (("infrastructure", "fakemachines", "FakeMachine"), ("bootstrap", "fakebootstrapconfigs", "FakeBootstrapConfig")):
+            kube.create(
+                f"/apis/{group}.cluster.x-k8s.io/v1beta1/namespaces/{namespace}/{plural}",
+                {"apiVersion": f"{group}.cluster.x-k8s.io/v1beta1", "kind": kind, "metadata": {"name": name}},
+            )
+    kube.delete(f"{openshift}/os-b")  # held by its finalizer: being deleted
+    yield namespace
+    for path in paths:
+        if kube.get(path) is not None:
+            kube.patch(path, {"metadata": {"finalizers": None}})
+            kube.delete(path)
+
+
+def inventory_file(tmp_path: Path, kubeconfig: str, namespace: str) -> Path:
+    path = tmp_path / "test.machines.yml"
+    config = {
+        "plugin": "lifecycle.machine.machines",
+        "connections": [{"name": "local", "kubeconfig": kubeconfig, "namespaces": [namespace]}],
+        "groups": {"lm_deleting_candidates": "machine_labels['lm-test/delete'] | default('') == 'yes'"},
+        "keyed_groups": [{"key": "machine_flavour", "prefix": "kind"}],
+    }
+    path.write_text(yaml.safe_dump(config))
+    return path
+
+
+def ansible_inventory(path: Path, kubeconfig: str) -> dict:
+    env = ansible_env(kubeconfig)
+    command = [str(Path(sys.executable).parent / "ansible-inventory"), "-i", str(path), "--list"]
+    proc = subprocess.run(command, capture_output=True, text=True, env=env, check=False, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout)
+
+
+def members(listed: dict, group: str) -> list[str]:
+    return sorted(listed.get(group, {}).get("hosts", []))
+
+
+def test_machines_of_both_flavours_with_groups_and_host_variables(machines, kubeconfig, tmp_path) -> None:
+    namespace = machines
+    listed = ansible_inventory(inventory_file(tmp_path, kubeconfig, namespace), kubeconfig)
+    every = [f"{namespace}.{name}" for name in ("control-plane-0", "md-0-a", "md-0-b", "md-0-held", "os-a", "os-b")]
+    assert members(listed, "lm_machines") == every
+    assert members(listed, "lm_openshift") == [f"{namespace}.os-a", f"{namespace}.os-b"]
+    assert members(listed, "lm_clusterapi") == every[:4]
+    assert members(listed, "lm_cluster_lm_test") == every  # Cluster API clusterName and OpenShift's cluster label
+    assert members(listed, "lm_machineset_infra_a") == [f"{namespace}.os-a"]
+    assert members(listed, "lm_machineset_md_0_xyz") == every[1:4]
+    assert members(listed, "lm_machinedeployment_md_0") == every[1:4]
+    assert members(listed, "lm_deleting") == [f"{namespace}.os-b"]
+    assert members(listed, "lm_connection_local") == every
+    assert members(listed, "lm_deleting_candidates") == every[1:4]
+    assert members(listed, "kind_openshift") == [f"{namespace}.os-a", f"{namespace}.os-b"]
+
+    held = listed["_meta"]["hostvars"][f"{namespace}.os-b"]
+    assert held["machine_name"] == "os-b" and held["machine_namespace"] == namespace
+    assert held["machine_flavour"] == "openshift" and held["machine_api_version"] == "machine.openshift.io/v1beta1"
+    assert held["machine_deleting"] is True
+    assert held["machine_hooks"]["preDrain"] == [{"name": "etcd", "owner": "quorum-guard"}]
+    assert held["machine_gates"]["drainable"] is False
+    assert held["machine_ref"] == {"name": "os-b", "namespace": namespace, "api_version": "machine.openshift.io/v1beta1", "flavour": "openshift"}
+    assert held["machine_connection"] == "local" and held["ansible_connection"] == "local"
+    worker = listed["_meta"]["hostvars"][f"{namespace}.md-0-held"]
+    assert worker["machine_hooks"]["preTerminate"][0]["name"] == "flush"
+    assert worker["machine_infrastructure_ref"]["kind"] == "FakeMachine"
+
+
+def test_a_group_is_deleted_each_machine_reported_on_its_host(machines, kube, kubeconfig, tmp_path) -> None:
+    namespace = machines
+    inventory = inventory_file(tmp_path, kubeconfig, namespace)
+    env = ansible_env(kubeconfig)
+    env["ANSIBLE_PYTHON_INTERPRETER"] = sys.executable
+    extra = {"machine_group": "lm_deleting_candidates", "terminate_timeout": 5}
+    command = [str(Path(sys.executable).parent / "ansible-playbook"), "-i", str(inventory), str(REPO / "playbooks" / "delete_machines.yml")]
+    proc = subprocess.run([*command, "-e", json.dumps(extra)], capture_output=True, text=True, env=env, check=False, timeout=600)
+    recap = {line.split()[0]: line for line in proc.stdout.splitlines() if line.startswith(f"{namespace}.") and "ok=" in line}
+    assert proc.returncode != 0, "the Machine held at its preTerminate gate must fail its host"
+    assert "failed=0" in recap[f"{namespace}.md-0-a"] and "failed=0" in recap[f"{namespace}.md-0-b"], proc.stdout[-4000:]
+    assert "failed=1" in recap[f"{namespace}.md-0-held"], proc.stdout[-4000:]
+    capi = capi_path(CAPI, "machines", namespace)
+    assert kube.get(f"{capi}/md-0-a") is None and kube.get(f"{capi}/md-0-b") is None
+    held = kube.get(f"{capi}/md-0-held")
+    assert held is not None and held["metadata"].get("deletionTimestamp"), "held at its preTerminate gate"
+    assert kube.get(f"{capi}/control-plane-0") is not None
+    assert "preTerminate" in proc.stdout and "flush" in proc.stdout
