@@ -127,6 +127,7 @@ keyed_groups:
 """
 
 import re
+import sys
 
 from ansible.errors import AnsibleParserError
 from ansible.plugins.inventory import BaseInventoryPlugin, Cacheable, Constructable
@@ -234,8 +235,9 @@ class InventoryModule(BaseInventoryPlugin, Constructable, Cacheable):
         variables = {f"machine_{key}": value for key, value in info.items()}
         # What the delete_machine role and the modules need to find the Machine again.
         variables["machine_ref"] = {key: info[key] for key in ("name", "namespace", "api_version", "flavour")}
-        # Tasks for a Machine talk to its cluster from the controller, with the Python running Ansible.
-        variables.update(machine_connection=connection, ansible_connection="local", ansible_python_interpreter="{{ ansible_playbook_python }}")
+        # Tasks for a Machine talk to its cluster from the controller, with the Python running Ansible
+        # (inventory values are not templated, so not "{{ ansible_playbook_python }}").
+        variables.update(machine_connection=connection, ansible_connection="local", ansible_python_interpreter=sys.executable)
         for key, value in variables.items():
             self.inventory.set_variable(host, key, value)
         strict = self.get_option("strict")

@@ -18,7 +18,7 @@ description:
     M(lifecycle.machine.machine_drain) and M(lifecycle.machine.machine_terminate) take, with the same gates,
     conditions and Events.
   - Each Machine has its own outcome - RV(machines[].status) is V(done), V(in_progress),
-    V(awaiting_instance_termination), V(failed) (with the reason in RV(machines[].message)) or, in check mode,
+    V(awaiting_instance_termination), V(failed) (with the reason in RV(machines[].message); see also RV(failed_machines)) or, in check mode,
     V(planned). One Machine failing never stops the others.
   - With O(progress_interval) the task returns after at most that many seconds with where each Machine stands
     (RV(progress)), so a playbook can print it and call the module again; the state lives in the API, and the time
@@ -191,7 +191,7 @@ awaiting_instance_termination:
   returned: always
   type: list
   elements: dict
-failed:
+failed_machines:
   description: The Machines (entries as in RV(machines)) that failed, with the reason in C(message).
   returned: always
   type: list

@@ -63,12 +63,23 @@ def inventory_file(tmp_path: Path, kubeconfig: str, namespace: str) -> Path:
     return path
 
 
+def plain(value):
+    """ansible-inventory marks what inventory plugins report as unsafe ({"__ansible_unsafe": value}): unwrap it."""
+    if isinstance(value, dict):
+        if set(value) == {"__ansible_unsafe"}:
+            return value["__ansible_unsafe"]
+        return {key: plain(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [plain(item) for item in value]
+    return value
+
+
 def ansible_inventory(path: Path, kubeconfig: str) -> dict:
     env = ansible_env(kubeconfig)
     command = [str(Path(sys.executable).parent / "ansible-inventory"), "-i", str(path), "--list"]
     proc = subprocess.run(command, capture_output=True, text=True, env=env, check=False, timeout=120)
     assert proc.returncode == 0, proc.stderr
-    return json.loads(proc.stdout)
+    return plain(json.loads(proc.stdout))
 
 
 def members(listed: dict, group: str) -> list[str]:

@@ -16,6 +16,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from ansible_collections.lifecycle.machine.plugins.module_utils._errors import MachineError
+
 # Where a Machine stands after a task.
 DONE = "done"  # released (gone)
 IN_PROGRESS = "in_progress"  # still draining or terminating: call again
@@ -51,8 +53,12 @@ class DeleteRequest:
 
     @classmethod
     def from_params(cls, params: dict, check_mode: bool, now: float) -> DeleteRequest:
+        """The request of a task; MachineError naming the bad option when one is."""
+        errors = option_errors(params)
+        if errors:
+            raise MachineError(f"Invalid options of machine_delete: {'; '.join(errors)}; nothing was changed")
         return cls(
-            machines=tuple({"name": m["name"], "namespace": m["namespace"], "api_version": m.get("api_version")} for m in params["machines"] or []),
+            machines=tuple({"name": m["name"], "namespace": m["namespace"], "api_version": m.get("api_version") or None} for m in params["machines"]),
             rules=tuple(params["rules"] or ()),
             use_cluster_rules=params["use_cluster_rules"],
             grace_period=params["grace_period"],

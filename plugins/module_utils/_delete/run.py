@@ -180,7 +180,7 @@ def delete_machines(api: KubeApi, request: DeleteRequest) -> dict:
         "machines": [outcome.as_dict() for outcome in outcomes],
         "completed": all(outcome.status in (DONE, PLANNED) for outcome in outcomes),
         "awaiting_instance_termination": by_status[AWAITING_INSTANCE],
-        "failed": by_status[FAILED],
+        "failed_machines": by_status[FAILED],
         "errors": [f"{outcome.key}: {outcome.message}" for outcome in outcomes if outcome.status == FAILED],
         "progress": progress_lines(outcomes, elapsed),
         "clock": {key: phases for key, phases in clock.items() if key in known},

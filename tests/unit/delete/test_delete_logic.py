@@ -1,0 +1,100 @@
+"""Deleting many Machines at once: options, time budgets, progress lines (pure)."""
+
+from __future__ import annotations
+
+import pytest
+
+from ansible_collections.lifecycle.machine.plugins.module_utils._delete.logic import (
+    DONE,
+    DRAIN,
+    FAILED,
+    IN_PROGRESS,
+    TERMINATE,
+    DeleteRequest,
+    Outcome,
+    batches_text,
+    budget_left,
+    option_errors,
+    progress_lines,
+    start_phase,
+    started_clock,
+)
+from ansible_collections.lifecycle.machine.plugins.module_utils._errors import MachineError
+
+PARAMS = {
+    "machines": [{"name": "a", "namespace": "ns"}],
+    "rules": [],
+    "use_cluster_rules": True,
+    "grace_period": None,
+    "drain_timeout": 60,
+    "terminate_timeout": 60,
+    "wait_sleep": 2,
+    "instance_terminated": [],
+    "clock": {},
+    "progress_interval": 20,
+    "concurrency": 10,
+}
+
+
+def test_the_request_keeps_only_what_finds_a_machine() -> None:
+    params = {**PARAMS, "machines": [{"name": "a", "namespace": "ns", "phase": "Running", "api_version": ""}]}
+    request = DeleteRequest.from_params(params, False, 1000.0)
+    assert request.machines == ({"name": "a", "namespace": "ns", "api_version": None},)
+
+
+@pytest.mark.parametrize(
+    ("change", "error"),
+    [
+        ({"machines": [{"name": "a"}]}, "machines[0] must have a name and a namespace"),
+        ({"machines": [{"name": "a", "namespace": "ns"}, {"name": "a", "namespace": "ns"}]}, "Machine ns/a is given twice"),
+        ({"drain_timeout": 0}, "drain_timeout must be at least 1 (got 0)"),
+        ({"terminate_timeout": -5}, "terminate_timeout must be at least 1 (got -5)"),
+        ({"concurrency": 0}, "concurrency must be at least 1 (got 0)"),
+        ({"progress_interval": -1}, "progress_interval must be at least 0 (got -1)"),
+        ({"grace_period": -1}, "grace_period must be 0 or more seconds (got -1)"),
+    ],
+)
+def test_bad_options_are_refused_naming_them(change: dict, error: str) -> None:
+    assert error in "; ".join(option_errors({**PARAMS, **change}))
+    with pytest.raises(MachineError, match="nothing was changed"):
+        DeleteRequest.from_params({**PARAMS, **change}, False, 1000.0)
+
+
+def test_the_clock_keeps_well_formed_phases_only() -> None:
+    clock = {"ns/a": {DRAIN: 900, TERMINATE: "950", "other": 1}, "ns/b": {DRAIN: "soon"}, "ns/c": "bad", "ns/d": {DRAIN: 5000}}
+    assert started_clock(clock, 1000.0) == {"ns/a": {DRAIN: 900.0, TERMINATE: 950.0}, "ns/b": {}, "ns/d": {}}
+
+
+def test_a_budget_counts_from_when_its_phase_first_started() -> None:
+    clock: dict = {}
+    start_phase(clock, "ns/a", DRAIN, 100.0)
+    start_phase(clock, "ns/a", DRAIN, 150.0)  # a later call does not move it
+    assert clock == {"ns/a": {DRAIN: 100.0}}
+    assert budget_left(clock, "ns/a", DRAIN, 60, 130.0) == 30
+    assert budget_left(clock, "ns/a", TERMINATE, 60, 130.0) == 60, "not started: the whole budget"
+
+
+def test_batches_read_as_pods_left_per_order() -> None:
+    batches = [{"order": 0, "pods": ["ns/a", "ns/b"], "terminating": ["ns/a"]}, {"order": 10, "pods": ["ns/c"], "terminating": []}]
+    assert batches_text(batches) == "order 0: 2 Pods (1 terminating), order 10: 1 Pod"
+
+
+def test_progress_says_where_each_machine_stands() -> None:
+    draining = Outcome(
+        machine={"name": "b", "namespace": "ns"},
+        status=IN_PROGRESS,
+        step=DRAIN,
+        message="Drain not completed yet (started at 2026-01-01T00:00:00Z):\n* Pod ns/web-1: cannot evict pod as it would violate the pod's disruption budget.",
+        drain={"batches": [{"order": 0, "pods": ["ns/web-1"], "terminating": []}]},
+    )
+    done = Outcome(machine={"name": "a", "namespace": "ns"}, status=DONE, step="release")
+    failed = Outcome(machine={"name": "c", "namespace": "ns"}, status=FAILED, step=TERMINATE, message="Timed out after 5s waiting at the preTerminate gate")
+    assert progress_lines([draining, done, failed], 20.4) == [
+        "3 Machines after 20 s: 1 done, 1 in progress, 1 failed",
+        "ns/a: done at release",
+        "ns/b: in progress at drain - order 0: 1 Pod",
+        "    * Pod ns/web-1: cannot evict pod as it would violate the pod's disruption budget.",
+        "ns/c: failed at terminate",
+        "    Timed out after 5s waiting at the preTerminate gate",
+    ]
+    assert draining.as_dict()["key"] == "ns/b"
