@@ -119,6 +119,7 @@ def delete(kubeconfig: str, namespace: str, run: str, concurrency: int) -> tuple
             "ANSIBLE_LOCALHOST_WARNING": "false",
             "ANSIBLE_INVENTORY_UNPARSED_WARNING": "false",
             "ANSIBLE_PYTHON_INTERPRETER": sys.executable,
+            "ANSIBLE_CALLBACKS_ENABLED": "ansible.posix.profile_tasks",
         }
     )
     extra = {"machine_label_selector": f"lm-bench={run}", "machine_namespace": namespace, "concurrency": concurrency, "drain_timeout": 300}
@@ -144,7 +145,9 @@ def benchmark(kubeconfig: str, count: int, concurrency: int) -> int:
             run = f"r{machines}-{suffix}"
             log(f"setting up {machines} Machine(s), {PODS_PER_MACHINE} Pods each ...")
             setup(kube, namespace, run, machines)
-            wall, _stdout = delete(kubeconfig, namespace, run, concurrency)
+            wall, stdout = delete(kubeconfig, namespace, run, concurrency)
+            if os.environ.get("LM_BENCH_VERBOSE"):
+                log(stdout[-2500:])
             left = kube.list(f"/apis/{CAPI}/namespaces/{namespace}/machines", label_selector=f"lm-bench={run}")
             if left:
                 raise SystemExit(f"{len(left)} Machines were not deleted")
@@ -174,7 +177,7 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--concurrency", type=int, default=20)
     args = parser.parse_args(argv)
     if args.kubeconfig:
-        return benchmark(args.kubeconfig, args.machines, args.concurrency)
+        return benchmark(str(Path(args.kubeconfig).resolve()), args.machines, args.concurrency)
     state_dir = REPO / ".tmp" / f"bench-{os.getpid()}"
     log("starting a private control plane ...")
     cluster_tool.up(state_dir, quiet=True)

@@ -329,7 +329,7 @@ def main(argv: list[str]) -> int:
     args = parser.parse_args(argv)
     budgets = not args.without_budgets
     if args.kubeconfig:
-        return benchmark(args.kubeconfig, args.wait_sleep, budgets, args.only)
+        return benchmark(str(Path(args.kubeconfig).resolve()), args.wait_sleep, budgets, args.only)
     state_dir = REPO / ".tmp" / f"bench-{os.getpid()}"
     log("starting a private control plane ...")
     cluster_tool.up(state_dir, quiet=True)

@@ -275,6 +275,7 @@ def drain_pass(
     """
     if observed is not None:
         node, pods, watched_budgets = observed.snapshot()
+        budget_versions = DrainView(None, [], watched_budgets).budget_versions()
     else:
         node, pods, watched_budgets = get_node(api, node_name), None, None
     if node is None:
@@ -285,6 +286,8 @@ def drain_pass(
     if pods is None:
         pods, result.resource_version = list_node_pods(api, node_name)
     result.pods = pods
+    if observed is not None:
+        result.budget_versions = budget_versions
     result.decisions = classify_pods(
         pods,
         machine=machine,
@@ -449,12 +452,14 @@ class NodeWatch:
                 self._cond.notify_all()
         return self._stopped.is_set(), version
 
-    def wait(self, waiting_for: set[str], retry_budgets: set[str], timeout: float) -> str:
-        """Sleep until the view says to wake (``gone``, ``added``, ``budget``, ``node``),
-        a watch fails (``resync``) or ``timeout`` seconds pass (``timeout``)."""
+    def wait(self, drain: DrainPass, retry_budgets: set[str], timeout: float) -> str:
+        """Sleep until the view says to wake (``gone``, ``added``, ``budget``, ``node``) after
+        ``drain``, a watch fails (``resync``) or ``timeout`` seconds pass (``timeout``)."""
         end = time.monotonic() + max(0.0, timeout)
+        # A pass that listed (the first) saw budgets older than the watch's: any allowance now is news.
+        seen_budgets = drain.budget_versions or dict.fromkeys(retry_budgets, "")
         with self._cond:
-            self.view.expect(waiting_for, retry_budgets)
+            self.view.expect(drain.waiting_for(), retry_budgets, seen_pods={pod_key(pod) for pod in drain.pods}, seen_budgets=seen_budgets)
             # In short slices, so that a cancelled run (signal handler) is noticed at once.
             while self.view.reason is None and not self.failed and not self.api.cancelled and time.monotonic() < end:
                 self._cond.wait(timeout=min(CANCEL_CHECK_SECONDS, max(0.0, end - time.monotonic())))

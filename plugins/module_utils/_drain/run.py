@@ -247,7 +247,7 @@ class DrainPasses:
             return
         if watch is not None:
             _snapshot_node, _pods, budgets = watch.snapshot()
-            watch.wait(drain.waiting_for(), refused_budgets(drain, budgets), seconds)
+            watch.wait(drain, refused_budgets(drain, budgets), seconds)
         else:
             wait_for_pods(self.api, node_name, drain.resource_version, drain.waiting_for(), seconds)
 

@@ -45,15 +45,34 @@ class DrainView:
         self.reason: str | None = None
 
     # -- what a pause waits for ---------------------------------------------------
-    def expect(self, waiting_for: set[str], retry_budgets: set[str]) -> None:
+    def expect(self, waiting_for: set[str], retry_budgets: set[str], *, seen_pods: set[str] | None = None, seen_budgets: dict | None = None) -> None:
         """Start a pause: wake when ``waiting_for`` is gone, on an unknown Pod, or when
-        one of ``retry_budgets`` (keys ``namespace/name``) allows a disruption again."""
-        self.known = set(self.pods)
-        self.waiting_for = set(waiting_for) & self.known
+        one of ``retry_budgets`` (keys ``namespace/name``) allows a disruption again.
+
+        ``seen_pods`` and ``seen_budgets`` (key -> resourceVersion) are what the
+        pass decided on: what changed since then, while the pass was sending its
+        evictions, wakes the drain at once instead of being lost."""
+        self.known = set(self.pods) if seen_pods is None else set(seen_pods)
+        self.waiting_for = set(waiting_for) & set(self.pods)
         self.retry_budgets = set(retry_budgets)
         self.reason = None
         if waiting_for and not self.waiting_for:
             self.reason = GONE  # already gone before the pause began
+        elif set(self.pods) - self.known:
+            self.reason = ADDED
+        elif any(self._allows_again(key, (seen_budgets or {}).get(key)) for key in self.retry_budgets):
+            self.reason = BUDGET
+
+    def _allows_again(self, key: str, seen_version: str | None) -> bool:
+        budget = self.budgets.get(key)
+        if budget is None:
+            return seen_version is not None  # deleted since the pass
+        version = (budget.get("metadata") or {}).get("resourceVersion")
+        return seen_version is not None and version != seen_version and disruptions_allowed(budget) > 0
+
+    def budget_versions(self) -> dict[str, str | None]:
+        """key -> resourceVersion of every budget, as a pass saw them."""
+        return {key: (budget.get("metadata") or {}).get("resourceVersion") for key, budget in self.budgets.items()}
 
     def snapshot(self) -> tuple[dict | None, list[dict], list[dict]]:
         """(Node, its Pods, the budgets) for the next pass."""

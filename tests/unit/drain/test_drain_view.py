@@ -77,3 +77,22 @@ def test_a_fresh_list_replaces_the_pods_and_budgets() -> None:
     state.expect(set(), {"ns/web"})
     assert state.replace_budgets([budget("web", 1)]) == BUDGET
     assert disruptions_allowed(state.budgets["ns/web"]) == 1
+
+
+def test_a_change_while_the_pass_ran_wakes_at_once() -> None:
+    state = view("a", "b", budgets=({**budget("web", 0), "metadata": {"name": "web", "namespace": "ns", "resourceVersion": "4"}},))
+    seen = state.budget_versions()
+    # While the pass sent its evictions the budget allowed again, and a Pod was added.
+    state.budget_event("MODIFIED", {**budget("web", 1), "metadata": {"name": "web", "namespace": "ns", "resourceVersion": "9"}})
+    state.expect({"ns/a"}, {"ns/web"}, seen_pods={"ns/a", "ns/b"}, seen_budgets=seen)
+    assert state.reason == BUDGET
+    state.pod_event("ADDED", pod("late"))
+    state.expect({"ns/a"}, set(), seen_pods={"ns/a", "ns/b"})
+    assert state.reason == ADDED
+
+
+def test_an_allowance_the_pass_already_saw_does_not_wake() -> None:
+    allowing = {**budget("web", 1), "metadata": {"name": "web", "namespace": "ns", "resourceVersion": "5"}}
+    state = view("a", budgets=(allowing,))
+    state.expect({"ns/a"}, {"ns/web"}, seen_pods={"ns/a"}, seen_budgets=state.budget_versions())
+    assert state.reason is None, "the pass was refused with this very status: only a newer one may wake it"
