@@ -20,10 +20,11 @@ description:
   - Pods are evicted in batches, lowest C(drain.order) of O(rules) first. A batch is only started when every Pod of
     the lower orders is gone from the Node. The evictions of one batch are sent concurrently.
   - Evictions go through the C(policy/v1) Eviction API, so PodDisruptionBudgets are always honoured. An eviction a
-    budget refuses (HTTP 429) is not an error; it is retried on every pass until the drain completes or
-    O(wait_timeout) passes.
-  - Each pass costs one LIST of the Node's Pods; between passes a watch on the Node's Pods starts the next pass as
-    soon as the current batch is gone.
+    budget refuses (HTTP 429) is not an error; it is retried as soon as the budget allows it again, until the drain
+    completes or O(wait_timeout) passes.
+  - The first pass lists the Node's Pods and the PodDisruptionBudgets. From then on (with O(wait=true)) watches keep
+    them current, so later passes read nothing, an eviction a budget is known to refuse is not sent, and the next pass
+    starts the moment the current batch is gone, a Pod is bound to the Node, or a budget that refused allows again.
   - Given a O(machine), the Node is the one in the Machine's C(status.nodeRef), and the Machine's deletion rules
     apply. While the Machine has a preDrain hook nothing is cordoned or evicted - the module waits at the gate
     (O(wait=true)) or reports the blocking hooks (O(wait=false)). The Machine's exclude-node-draining annotation
@@ -136,10 +137,10 @@ options:
     default: 600
   wait_sleep:
     description:
-      - Seconds between passes while an eviction waits to be retried (refused by a PodDisruptionBudget, or failed)
-        or while the Node is unreachable. Values below 1 count as 1.
-      - Otherwise the next pass starts as soon as the Pods of the current batch are gone (a watch reports it), and
-        at least every 30 seconds.
+      - Seconds between passes while an eviction that failed for another reason than a PodDisruptionBudget waits to be
+        retried, or while the Node is unreachable. Values below 1 count as 1.
+      - Otherwise the next pass starts as soon as the watches report a reason for it (the current batch gone, a new Pod,
+        a refusing budget allowing again), and at least every 30 seconds.
     type: int
     default: 2
   grace_period:
