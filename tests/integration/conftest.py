@@ -335,6 +335,8 @@ def leftover_processes() -> list[tuple[int, str]]:
 
 def pytest_sessionfinish(session, exitstatus) -> None:
     """Fail the run when a test left a process running (and stop it)."""
+    if getattr(session.config.option, "numprocesses", None) and not hasattr(session.config, "workerinput"):
+        return  # the pytest-xdist controller: its workers check what their own tests started
     left = leftover_processes()
     if not left:
         return
