@@ -105,6 +105,7 @@ options:
 """
 
 EXAMPLES = r"""
+---
 # deleting.machines.yml: every Machine of the cluster in $K8S_AUTH_KUBECONFIG, and a group of
 # the workers of MachineDeployment md-0 whose Node is not Ready: the ones to replace.
 plugin: lifecycle.machine.machines
@@ -113,6 +114,7 @@ groups:
     machine_labels['cluster.x-k8s.io/deployment-name'] | default('') == 'md-0'
     and (machine_conditions | selectattr('type', 'equalto', 'NodeHealthy') | selectattr('status', 'equalto', 'False') | list | length > 0)
 
+---
 # Two clusters, only the openshift-machine-api namespace of the first.
 plugin: lifecycle.machine.machines
 connections:
