@@ -143,6 +143,15 @@ options:
         a refusing budget allowing again), and at least every 30 seconds.
     type: int
     default: 2
+  progress_interval:
+    description:
+      - With O(wait=true), return after at most this many seconds with RV(completed=false) and the progress message
+        when the drain is not done yet (or is still held at the preDrain gate), instead of going on until
+        O(wait_timeout). A playbook prints it and calls the module again (see C(playbooks/drain_node.yml)); the drain
+        goes on from the state in the API. O(wait_timeout) still bounds each call.
+      - V(0) drains until done or O(wait_timeout).
+    type: int
+    default: 0
   grace_period:
     description:
       - Overrides the termination grace period of every evicted Pod, in seconds.
@@ -417,6 +426,7 @@ def main():
         "wait_sleep": {"type": "int", "default": 2},
         "grace_period": {"type": "int"},
         "disable_eviction": {"type": "bool", "default": False},
+        "progress_interval": {"type": "int", "default": 0},
     }
     module = new_module(
         argument_spec,

@@ -221,11 +221,21 @@ def test_drain_node_job_template(kube, namespace, make_node, awx_credential, tmp
     kube.create(f"/apis/apps/v1/namespaces/{namespace}/deployments", deployment("web", 1, {"lm-drain": namespace}, 2))
     pods = f"/api/v1/namespaces/{namespace}/pods"
     first = wait_for(lambda: [p for p in kube.list(pods) if p.get("status", {}).get("phase") == "Running"], 60, what="the web Pod")[0]
+    # A budget holds the Pod for a few seconds, so the drain takes several progress intervals.
+    budgets = f"/apis/policy/v1/namespaces/{namespace}/poddisruptionbudgets"
+    kube.create(budgets, {"metadata": {"name": "web"}, "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "web"}}}})
+    lifted = threading.Timer(6, lambda: kube.delete(f"{budgets}/web"))
+    lifted.start()
     job = AwxJob(tmp_path, "playbooks/drain_node.yml", awx_credential)
 
-    # Machine and namespace are left empty, as the form opens: the playbook drains the Node itself.
-    assert_successful(job.launch({"node": node, "drain_timeout": 120}))
+    try:
+        # Machine and namespace are left empty, as the form opens: the playbook drains the Node itself.
+        text = assert_successful(job.launch({"node": node, "drain_timeout": 120, "progress_interval": 1}))
+    finally:
+        lifted.cancel()
 
+    assert "Drain not completed yet (started at " in text, "the job output shows where the drain stands while it runs"
+    assert "cannot evict pod as it would violate the pod's disruption budget." in text
     assert kube.get(f"/api/v1/nodes/{node}")["spec"].get("unschedulable") is True
     assert all(p["metadata"]["uid"] != first["metadata"]["uid"] for p in kube.list(pods)), "the Pod was not evicted"
 

@@ -328,6 +328,22 @@ def test_deployment_behind_pdb_drains_completely(*, kube, namespace, make_node, 
     assert any(429 in codes for codes in logged.values()), logged
 
 
+def test_progress_interval_returns_where_the_drain_stands(*, kube, namespace, make_node, run_module) -> None:
+    node = make_node()
+    make_pods(kube, namespace, node, {"stuck-0": {"labels": {"app": "stuck"}}})
+    create_pdb(kube, namespace, "stuck", selector={"app": "stuck"}, min_available=1, healthy=1)
+
+    started = time.monotonic()
+    result = run_module("machine_drain", {"node": node, "wait_timeout": 120, "progress_interval": 2})
+
+    assert not result.get("failed"), result.get("msg")
+    assert result["completed"] is False and time.monotonic() - started < 30
+    assert result["message"].startswith("Drain not completed yet (started at ")
+    assert f"\n* Pod {namespace}/stuck-0: {PDB_REFUSAL}" in result["message"]
+    again = run_module("machine_drain", {"node": node, "wait_timeout": 120, "progress_interval": 2})
+    assert again["completed"] is False and again["changed"] is False, "the Node is already cordoned; nothing was evicted"
+
+
 def test_wait_timeout_fails_with_the_progress_message(*, kube, namespace, make_node, run_module) -> None:
     node = make_node()
     make_pods(kube, namespace, node, {"stuck-0": {"labels": {"app": "stuck"}}})

@@ -28,6 +28,7 @@ class DrainRequest:
     wait_sleep: int = 2
     grace_period: int | None = None
     disable_eviction: bool = False
+    progress_interval: int = 0
     check_mode: bool = False
 
     @classmethod
@@ -46,6 +47,7 @@ class DrainRequest:
             wait_sleep=params["wait_sleep"],
             grace_period=params["grace_period"],
             disable_eviction=params["disable_eviction"],
+            progress_interval=params.get("progress_interval") or 0,
             check_mode=check_mode,
         )
 

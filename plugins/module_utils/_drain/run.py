@@ -97,13 +97,24 @@ class DrainGate:
     which gives them the task's partial result.
     """
 
-    def __init__(self, api: KubeApi, recorder: DeletionRecorder, *, wait: bool, wait_timeout: int, deadline: float, fail: Fail = MachineError):
+    def __init__(
+        self,
+        api: KubeApi,
+        recorder: DeletionRecorder,
+        *,
+        wait: bool,
+        wait_timeout: int,
+        deadline: float,
+        fail: Fail = MachineError,
+        slice_end: float | None = None,
+    ):
         self.api = api
         self.recorder = recorder
         self.wait = wait
         self.wait_timeout = wait_timeout
         self.deadline = deadline
         self.fail = fail
+        self.slice_end = slice_end
 
     @property
     def machine(self) -> dict:
@@ -151,10 +162,13 @@ class DrainGate:
         if not self.wait:
             return hooks
         label = machine_label(self.machine)
-        machine, opened = wait_for_machine(self.api, self.machine, lambda m: not pre_drain_hooks(self.flavour, m), self.deadline)
+        until = self.deadline if self.slice_end is None else min(self.deadline, self.slice_end)
+        machine, opened = wait_for_machine(self.api, self.machine, lambda m: not pre_drain_hooks(self.flavour, m), until)
         if machine is None:
             raise self.fail(f"Machine {label} was deleted while waiting at its preDrain gate")
         self.recorder.machine = machine
+        if not opened and until < self.deadline:
+            return pre_drain_hooks(self.flavour, machine)  # the progress interval is over: report where it stands
         if not opened:
             hooks = pre_drain_hooks(self.flavour, machine)
             raise self.fail(gate_timeout_message(self.wait_timeout, machine, hooks), blocked_by=[hook.as_dict() for hook in hooks], timed_out=True)
@@ -303,6 +317,7 @@ class DrainRun:
         self.deadline = self.started + max(0, request.wait_timeout)
         # Transport retries never outlast the task's own wait_timeout.
         api.deadline = self.deadline if request.wait else None
+        self.slice_end = self.started + request.progress_interval if request.progress_interval > 0 and request.waits else None
         self.report = DrainReport(request, started_at=now())
         self.recorder: DeletionRecorder | None = None
         self.progress = MachineProgress(None)
@@ -364,7 +379,9 @@ class DrainRun:
             raise MachineError(f"Machine {request.namespace}/{request.machine} not found")
         self.recorder = DeletionRecorder(self.api, machine, flavour_for(machine), dry_run=request.check_mode)
         self.progress = MachineProgress(self.recorder)
-        self.gate = DrainGate(self.api, self.recorder, wait=request.waits, wait_timeout=request.wait_timeout, deadline=self.deadline, fail=self.fail)
+        self.gate = DrainGate(
+            self.api, self.recorder, wait=request.waits, wait_timeout=request.wait_timeout, deadline=self.deadline, fail=self.fail, slice_end=self.slice_end
+        )
 
     def machine_checks(self, first: bool) -> dict | None:
         """Before each pass: the Machine's skips, gates and start time; a final result when the task stops here."""
@@ -455,6 +472,8 @@ class DrainRun:
             return self.drained(drain)
         if not self.request.wait:
             return self.result(False, drain.message)
+        if self.slice_end is not None and self.api.monotonic() >= self.slice_end and not self.passes.timed_out():
+            return self.result(False, drain.message)  # the progress interval is over: report where the drain stands
         if self.passes.timed_out():
             raise self.fail(f"Timed out after {self.request.wait_timeout} s draining Node {self.report.node_name}. {drain.message}", timed_out=True)
         return None
@@ -467,7 +486,11 @@ class DrainRun:
         return self.result(True, f"Node {node_name} drained")
 
     def pause(self, drain: DrainPass) -> None:
-        self.passes.pause(self.report.node_name, drain, machine_left=self.progress.drain_timeout_left(self.report.started_at))
+        machine_left = self.progress.drain_timeout_left(self.report.started_at)
+        if self.slice_end is not None:
+            slice_left = max(0.0, self.slice_end - self.api.monotonic())
+            machine_left = slice_left if machine_left is None else min(machine_left, slice_left)
+        self.passes.pause(self.report.node_name, drain, machine_left=machine_left)
 
     def finish_preview(self) -> dict:
         """Check mode: one pass that writes nothing (evictions as server-side dry runs)."""
