@@ -96,6 +96,12 @@ def list_machines(api: KubeApi, namespace: str | None, label_selector: str | Non
     return sorted(machines, key=lambda m: (m["metadata"].get("namespace") or "", m["metadata"]["name"], m["apiVersion"]))
 
 
+def list_machines_of(api: KubeApi, api_version: str, namespace: str | None, label_selector: str | None) -> tuple[list[dict], str | None]:
+    """The Machines of one API, and the list's resourceVersion to watch them from."""
+    machines, version = api.list_with_version(machine_path(api_version, namespace), label_selector=label_selector)
+    return [_with_api_version(m, api_version) for m in machines], version
+
+
 def select_machines(api: KubeApi, selection: MachineSelection) -> list[dict]:
     """Machines chosen by name or by label selectors (ANDed, as kubernetes.core does)."""
     if selection.machine:
