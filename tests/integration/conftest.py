@@ -8,7 +8,7 @@ unless ``LIFECYCLE_MACHINE_KUBECONFIG`` points at one that is already running
 
 from __future__ import annotations
 
-pytest_plugins = ["fault_fixtures"]
+pytest_plugins = ["fault_fixtures", "victims"]
 
 import json
 import os

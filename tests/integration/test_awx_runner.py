@@ -24,7 +24,6 @@ from pathlib import Path
 
 import ansible_runner
 import pytest
-import test_delete_machine
 import yaml
 from awx_job import awx_meta_vars, dump_extravars, kubernetes_bearer_token_env, launch_extra_vars, load_ansible_yaml, survey_answers, survey_spec_errors
 from conftest import COLLECTIONS_ROOT, REPO
@@ -37,9 +36,6 @@ from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.errors impo
 
 AWX = REPO / "extensions" / "awx"
 RBAC = AWX / "rbac.yml"
-# The delete_machine tests' victim: a Machine of the current flavour on its own kwok Node,
-# with two web Pods behind a PodDisruptionBudget, its infrastructure, and a spare Node.
-victim = test_delete_machine.victim
 SA_NAMESPACE = "lifecycle-machine"
 SA_NAME = "lifecycle-machine-awx"
 SA_USER = f"system:serviceaccount:{SA_NAMESPACE}:{SA_NAME}"

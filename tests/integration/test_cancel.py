@@ -16,7 +16,7 @@ from pathlib import Path
 
 from conftest import REPO, ansible_env
 from khelpers import stop_process, wait_for
-from test_delete_machine import PLAYBOOK, assert_all_gone, playbook_vars, victim  # noqa: F401 - the victim fixture
+from test_delete_machine import PLAYBOOK, assert_all_gone, playbook_vars
 
 
 def evictions_after(audit_events, namespace: str, moment: dt.datetime) -> list[str]:
@@ -43,7 +43,7 @@ def run_processes(marker: str) -> list[str]:
     return found
 
 
-def test_sigint_stops_the_drain_and_a_rerun_finishes(*, flavour, kube, kubeconfig, victim, run_playbook, audit_events, tmp_path) -> None:  # noqa: F811
+def test_sigint_stops_the_drain_and_a_rerun_finishes(*, flavour, kube, kubeconfig, victim, run_playbook, audit_events, tmp_path) -> None:
     v = victim()
     # Every replacement stays Pending: the budget allows one eviction, then holds the drain.
     spare_nodes = [n["metadata"]["name"] for n in kube.list("/api/v1/nodes") if n["metadata"]["name"] != v.node]

@@ -14,7 +14,7 @@ from collections import Counter
 
 from conftest import REPO
 from khelpers import deployment, wait_for
-from test_delete_machine import PLAYBOOK, assert_all_gone, playbook_vars, victim  # noqa: F401 - the victim fixture
+from test_delete_machine import PLAYBOOK, assert_all_gone, playbook_vars
 
 FAULT_RATE = 0.15
 
@@ -97,7 +97,7 @@ def test_hooks_written_through_faults_never_lose_another_owners_hook(*, flavour,
     assert sorted(h["name"] for h in info["hooks"]["preTerminate"]) == sorted(theirs) == [f"rival-{i}" for i in range(6)]
 
 
-def test_the_whole_delete_machine_role_survives_faults(*, flavour, kube, kubeconfig, victim, fault_proxy, run_playbook, audit_events) -> None:  # noqa: F811 - fixture
+def test_the_whole_delete_machine_role_survives_faults(*, flavour, kube, kubeconfig, victim, fault_proxy, run_playbook, audit_events) -> None:
     v = victim()
     proxy = fault_proxy(rate=FAULT_RATE, seed=42)
     extra = playbook_vars(v)

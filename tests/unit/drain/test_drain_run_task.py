@@ -136,7 +136,7 @@ def test_the_task_deadline_bounds_the_transport_only_while_waiting() -> None:
 def test_timeout_fails_with_the_progress_and_the_partial_result() -> None:
     fake = FakeKube()
     shop(fake, ("web-0", "web"))
-    fake.fail("POST", pod_path("web-0") + "/eviction", *[pdb_refusal() for _ in range(20)])
+    fake.fail("POST", pod_path("web-0") + "/eviction", *[pdb_refusal() for _attempt in range(20)])
     started = fake.monotonic()
     with pytest.raises(MachineError) as failure:
         run_drain(fake, node_request(wait_timeout=5, wait_sleep=2))

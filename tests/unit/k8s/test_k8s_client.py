@@ -336,7 +336,7 @@ def test_list_of_a_resource_not_served_is_empty() -> None:
 
 def test_list_that_keeps_expiring_gives_up() -> None:
     api, client, _clock = make_api()
-    client.script(*[answer for _ in range(3) for answer in (page(["a"], "5", "t"), status(410))])
+    client.script(*[answer for _round in range(3) for answer in (page(["a"], "5", "t"), status(410))])
     with pytest.raises(ApiError) as caught:
         api.list(PODS)
     assert caught.value.status == 410
@@ -520,7 +520,7 @@ def test_retries_of_concurrent_requests_are_all_counted() -> None:
         return ok(OBJ)
 
     client.always = answer
-    workers = [threading.Thread(target=api.get, args=(MACHINE,)) for _ in range(threads)]
+    workers = [threading.Thread(target=api.get, args=(MACHINE,)) for _thread in range(threads)]
     for worker in workers:
         worker.start()
     for worker in workers:

@@ -99,14 +99,14 @@ def test_the_nth_retry_waits_between_half_and_all_of_its_ceiling(seed) -> None:
     backoff = policy(seed, base=0.2, factor=2.0, cap=5.0)
     for retry in range(10):
         ceiling = min(5.0, 0.2 * 2.0**retry)
-        for _ in range(20):
+        for _sample in range(20):
             assert ceiling / 2 <= backoff.delay(retry) <= ceiling
 
 
 def test_delays_are_capped() -> None:
     backoff = policy(cap=1.5)
-    assert max(backoff.delay(30) for _ in range(100)) <= 1.5
-    assert min(backoff.delay(30) for _ in range(100)) >= 0.75
+    assert max(backoff.delay(30) for _sample in range(100)) <= 1.5
+    assert min(backoff.delay(30) for _sample in range(100)) >= 0.75
 
 
 def test_the_same_seed_gives_the_same_jitter() -> None:
