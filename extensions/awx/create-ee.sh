@@ -8,9 +8,12 @@
 #   extensions/awx/create-ee.sh create -c context
 #   extensions/awx/create-ee.sh build -t registry.example.com/platform/lifecycle-machine-ee:latest
 #
-# ANSIBLE_BUILDER names another ansible-builder executable.
+# ANSIBLE_BUILDER names another ansible-builder executable. EE_DEFINITION names another definition
+# (extensions/eda/create-de.sh uses it for the decision environment); the tarball is looked for
+# next to it.
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+definition="${EE_DEFINITION:-$here/execution-environment.yml}"
 command=create
 case "${1:-}" in
   create | build)
@@ -18,6 +21,6 @@ case "${1:-}" in
     shift
     ;;
 esac
-tarball="$(sh "$here/collection-tarball.sh" "$here")"
+tarball="$(sh "$here/collection-tarball.sh" "$(dirname "$definition")")"
 echo "Collection tarball: $tarball" >&2
-exec "${ANSIBLE_BUILDER:-ansible-builder}" "$command" -f "$here/execution-environment.yml" "$@"
+exec "${ANSIBLE_BUILDER:-ansible-builder}" "$command" -f "$definition" "$@"

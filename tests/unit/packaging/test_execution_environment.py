@@ -1,6 +1,6 @@
-"""The execution environment in extensions/awx: its entry point (create-ee.sh) creates the build
-context from the collection tarball of any version, refuses clearly without one, and no file names
-one version's tarball."""
+"""The execution environment in extensions/awx and the decision environment in extensions/eda:
+their entry points (create-ee.sh, create-de.sh) create the build context from the collection tarball
+of any version, refuse clearly without one, and no file names one version's tarball."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ import yaml
 
 REPO = Path(__file__).resolve().parents[3]
 AWX = REPO / "extensions" / "awx"
+EDA = REPO / "extensions" / "eda"
 BIN = Path(sys.executable).parent
 IMAGE_DIR = "/tmp/collections"  # where the image build copies _build/collections/
 MISSING = "no lifecycle.machine collection tarball (lifecycle-machine-*.tar.gz)"
@@ -150,13 +151,56 @@ def test_plain_ansible_builder_only_warns_but_the_image_build_stops_clearly(tmp_
     assert MISSING in checked.stderr
 
 
+def _de_dir(tmp_path: Path, *tarballs: Path) -> Path:
+    """A copy of extensions/ (the decision environment uses files of extensions/awx), with the tarballs beside the definition."""
+    work = tmp_path / "extensions"
+    for source in (AWX, EDA):
+        shutil.copytree(source, work / source.name, ignore=shutil.ignore_patterns("*.tar.gz", "context"))
+    for found in tarballs:
+        shutil.copy(found, work / "eda" / found.name)
+    return work / "eda"
+
+
+def _create_de(work: Path) -> subprocess.CompletedProcess:
+    env = {**os.environ, "ANSIBLE_BUILDER": str(BIN / "ansible-builder")}
+    command = ["bash", str(work / "create-de.sh"), "create", "-c", "context", "--output-filename", "Containerfile"]
+    return subprocess.run(command, cwd=work, env=env, capture_output=True, text=True, check=False)
+
+
+def test_create_de_with_the_tarball_makes_a_context_with_ansible_rulebook_and_java(tmp_path: Path, tarball: Path) -> None:
+    work = _de_dir(tmp_path, tarball)
+    created = _create_de(work)
+    assert created.returncode == 0, created.stdout + created.stderr
+    assert "No matches" not in created.stdout + created.stderr
+
+    build = work / "context" / "_build"
+    assert (build / "collections" / tarball.name).is_file()
+    assert "ansible-rulebook" in (build / "requirements.txt").read_text()
+    assert "java-17-openjdk-headless" in (build / "bindep.txt").read_text()
+    requirements = yaml.safe_load((build / "requirements.yml").read_text())
+    assert {c["name"] for c in requirements["collections"]} == {"kubernetes.core", f"{IMAGE_DIR}/lifecycle-machine.tar.gz"}
+    containerfile = (work / "context" / "Containerfile").read_text()
+    assert "ENV JAVA_HOME=" in containerfile
+    checked = _run_image_check(containerfile, build / "collections")
+    assert checked.returncode == 0, checked.stderr
+
+
+def test_create_de_without_the_tarball_fails_and_says_how_to_build_it(tmp_path: Path) -> None:
+    work = _de_dir(tmp_path)
+    created = _create_de(work)
+    assert created.returncode != 0
+    assert MISSING in created.stderr
+    assert not (work / "context").exists(), "ansible-builder ran although the tarball is missing"
+
+
 def test_no_file_names_one_versions_tarball() -> None:
     version = yaml.safe_load((REPO / "galaxy.yml").read_text())["version"]
-    tracked = subprocess.run(["git", "ls-files", "extensions/awx"], cwd=REPO, capture_output=True, text=True, check=True).stdout.split()
+    listed = subprocess.run(["git", "ls-files", "extensions/awx", "extensions/eda"], cwd=REPO, capture_output=True, text=True, check=True)
+    tracked = listed.stdout.split()
     files = [REPO / name for name in tracked] + [REPO / "docs" / "awx.md"]
     assert AWX / "requirements.yml" in files
     for path in files:
         text = path.read_text()
         assert not re.search(r"lifecycle-machine-\d", text), f"{path.relative_to(REPO)} names a versioned tarball"
-    for name in ("execution-environment.yml", "requirements.yml", "create-ee.sh", "collection-tarball.sh"):
-        assert version not in (AWX / name).read_text(), f"extensions/awx/{name} names version {version}"
+    for name in ("awx/execution-environment.yml", "awx/requirements.yml", "awx/create-ee.sh", "awx/collection-tarball.sh", "eda/decision-environment.yml"):
+        assert version not in (REPO / "extensions" / name).read_text(), f"extensions/{name} names version {version}"

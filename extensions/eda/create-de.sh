@@ -1,0 +1,11 @@
+#!/usr/bin/env bash
+# The entry point for the decision environment (decision-environment.yml): the same checks as the
+# execution environment's (a collection tarball, of any version, next to the definition), then
+# `ansible-builder create` (or `build`).
+#
+#   ansible-galaxy collection build --force --output-path extensions/eda .
+#   extensions/eda/create-de.sh create -c context
+#   extensions/eda/create-de.sh build -t registry.example.com/platform/lifecycle-machine-de:latest
+set -euo pipefail
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+EE_DEFINITION="$here/decision-environment.yml" exec bash "$here/../awx/create-ee.sh" "$@"
