@@ -158,3 +158,15 @@ def test_cluster_role_grants_no_plain_pod_deletion() -> None:
     for rule in role["rules"]:
         if "" in rule["apiGroups"] and "pods" in rule["resources"]:
             assert "delete" not in rule["verbs"] and "*" not in rule["verbs"]
+
+
+def test_the_eda_controller_rulebook_launches_a_job_template_that_takes_the_event() -> None:
+    """serve_gates_awx.yml names the job template configure_awx.yml creates, which runs serve_gate.yml
+    and accepts the extra variables the EDA controller sends (the event and the task file)."""
+    rulebook = yaml.safe_load((REPO / "extensions" / "eda" / "rulebooks" / "serve_gates_awx.yml").read_text())[0]
+    (rule,) = rulebook["rules"]
+    launch = rule["action"]["run_job_template"]
+    task = next(t["awx.awx.job_template"] for t in _configure_play()["tasks"] if t.get("awx.awx.job_template", {}).get("name") == launch["name"])
+    assert (REPO / task["playbook"]).is_file()
+    assert task["ask_variables_on_launch"] is True and "survey_spec" not in task
+    assert set(launch["job_args"]["extra_vars"]) == set(_playbook_inputs(REPO / task["playbook"]))
