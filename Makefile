@@ -80,6 +80,7 @@ build: venv
 bench: venv tools
 	$(BIN)/python benchmarks/drain_100.py
 	$(BIN)/python benchmarks/delete_machines.py
+	$(BIN)/python benchmarks/gate_latency.py
 
 clean: cluster-down
 	rm -rf .tmp lifecycle-machine-*.tar.gz
