@@ -18,6 +18,8 @@ options:
   label_selectors:
     description:
       - Label selectors (as in C(kubectl get -l)); every Machine that matches all of them is chosen.
+      - An empty selector fails the task, and so does an empty list in the modules that change Machines, as either would
+        choose every Machine.
       - Mutually exclusive with O(machine).
     type: list
     elements: str
@@ -31,5 +33,7 @@ options:
       - Look for Machines only in this API, for example V(machine.openshift.io/v1beta1) or V(cluster.x-k8s.io/v1beta1).
       - By default both flavours are searched and, for Cluster API, V(cluster.x-k8s.io/v1beta2) is preferred when the
         cluster serves it. Only needed when a Machine of the same name exists in both flavours.
+      - An API that serves no Machines on the cluster (a typo such as V(cluster.x-k8s.io/v1beta3)) fails the task, naming
+        the APIs that do; it never selects nothing and succeeds.
     type: str
 """

@@ -89,6 +89,8 @@ options:
       - Look for the Machine only in this API, for example V(machine.openshift.io/v1beta1) or V(cluster.x-k8s.io/v1beta1).
       - By default both flavours are searched and, for Cluster API, V(cluster.x-k8s.io/v1beta2) is preferred when the
         cluster serves it. Only needed when a Machine of the same name exists in both flavours.
+      - An API that serves no Machines on the cluster (a typo such as V(cluster.x-k8s.io/v1beta3)) fails the task, naming
+        the APIs that do; it never selects nothing and succeeds.
     type: str
   wait:
     description:

@@ -29,7 +29,7 @@ from ansible_collections.lifecycle.machine.plugins.module_utils._machine.flavour
     is_deleting,
     machine_label,
 )
-from ansible_collections.lifecycle.machine.plugins.module_utils._machine.selection import MachineSelection
+from ansible_collections.lifecycle.machine.plugins.module_utils._machine.selection import MachineSelection, served_machine_apis, unserved_api_version
 from ansible_collections.lifecycle.machine.plugins.module_utils._timeutil import now, rfc3339
 
 EVENT_SOURCE = "lifecycle.machine"
@@ -46,8 +46,13 @@ def capi_api_version(api: KubeApi) -> str | None:
 
 
 def machine_api_versions(api: KubeApi, api_version: str | None = None) -> list[str]:
-    """apiVersions to look for Machines in: the one given, else every served flavour."""
+    """apiVersions to look for Machines in: the one given, else every served flavour.
+
+    A given one that serves no Machines fails, naming those that do."""
     if api_version:
+        served = served_machine_apis(api.served_versions)
+        if api_version not in served:
+            raise MachineError(unserved_api_version(api_version, served))
         return [api_version]
     found = []
     if "v1beta1" in api.served_versions(OPENSHIFT_GROUP):
@@ -92,7 +97,13 @@ def get_machine(api: KubeApi, namespace: str, name: str, api_version: str | None
 def list_machines(api: KubeApi, namespace: str | None, label_selector: str | None, api_version: str | None = None) -> list[dict]:
     machines = []
     for version in machine_api_versions(api, api_version):
-        machines.extend(_with_api_version(m, version) for m in api.list(machine_path(version, namespace), label_selector=label_selector))
+        try:
+            listed = api.list(machine_path(version, namespace), label_selector=label_selector)
+        except ApiError as exc:
+            if exc.status == 400 and label_selector:  # the server could not parse the selector
+                raise MachineError(f"Invalid label selector {label_selector!r}: {exc.message}") from None
+            raise
+        machines.extend(_with_api_version(m, version) for m in listed)
     return sorted(machines, key=lambda m: (m["metadata"].get("namespace") or "", m["metadata"]["name"], m["apiVersion"]))
 
 

@@ -5,7 +5,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
+
+from ansible_collections.lifecycle.machine.plugins.module_utils._machine.flavour import CAPI_GROUP, OPENSHIFT_GROUP
+from ansible_collections.lifecycle.machine.plugins.module_utils._options.logic import empty_names
+
+# Where Machines can be served, per group, preferred version first (docs/behaviour.md §1).
+MACHINE_VERSIONS = ((OPENSHIFT_GROUP, ("v1beta1",)), (CAPI_GROUP, ("v1beta2", "v1beta1")))
 
 
 @dataclass(frozen=True)
@@ -30,3 +37,32 @@ class MachineSelection:
     def label_selector(self) -> str | None:
         """The selectors ANDed into one, as kubernetes.core does."""
         return ",".join(self.label_selectors) or None
+
+
+def selection_errors(params: dict, *, writes: bool) -> list[str]:
+    """Why the options cannot choose Machines (empty when they can).
+
+    An empty Machine name, or an empty selector, would choose every Machine of the
+    namespace (or of the cluster); so would an empty ``label_selectors`` list, which
+    a task that writes (a hook, a condition, a deletion) refuses.
+    """
+    errors = empty_names(params, ("machine",))
+    selectors = params.get("label_selectors")
+    if selectors is not None and params.get("machine") is None:
+        if any(not str(selector).strip() for selector in selectors):
+            errors.append("label_selectors must not hold an empty selector: it would choose every Machine")
+        elif writes and not selectors:
+            errors.append("label_selectors must not be empty: an empty list would choose every Machine")
+    return errors
+
+
+def served_machine_apis(served_versions: Callable[[str], list[str]]) -> list[str]:
+    """Every apiVersion Machines are served as, given the served versions of a group."""
+    return [f"{group}/{version}" for group, versions in MACHINE_VERSIONS for version in versions if version in served_versions(group)]
+
+
+def unserved_api_version(api_version: str, served: list[str]) -> str:
+    """The message refusing an ``api_version`` that serves no Machines (a typo must not select nothing and succeed)."""
+    if not served:
+        return f"api_version {api_version} is not a Machine API this cluster serves: it serves neither {OPENSHIFT_GROUP} nor {CAPI_GROUP} Machines"
+    return f"api_version {api_version} is not a Machine API this cluster serves; it serves Machines as {', '.join(served)}"

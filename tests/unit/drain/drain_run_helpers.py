@@ -79,6 +79,7 @@ def openshift_machine(
         machine["spec"]["lifecycleHooks"] = {"preDrain": [{"name": name, "owner": owner} for name, owner in hooks]}
     if node:
         machine["status"]["nodeRef"] = {"kind": "Node", "name": node}
+    fake.discovery.serve(OPENSHIFT_V)  # the cluster serves the Machine API asked for
     return fake.put(machine_path(), machine)
 
 
