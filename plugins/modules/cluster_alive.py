@@ -60,6 +60,7 @@ options:
   wait_timeout:
     description:
       - How many seconds to wait for the Alive object to be gone.
+      - 0 to 31536000 (a year); a value out of range fails the task before the Alive object is deleted.
     type: int
     default: 600
   on_timeout:
@@ -220,10 +221,7 @@ def main():
         on_timeout={"type": "str", "choices": ["fail", "proceed"], "default": "fail"},
     )
     module = new_module(argument_spec, supports_check_mode=True)
-    if module.params["wait_timeout"] < 0:
-        module.fail_json(msg=f"wait_timeout must be 0 or more seconds, got {module.params['wait_timeout']}")
-    request = AliveRequest.from_params(module.params)
-    run(module, lambda api: manage_alive(api, request, module.check_mode, module.warn))
+    run(module, lambda api: manage_alive(api, AliveRequest.from_params(module.params, "cluster_alive"), module.check_mode, module.warn))
 
 
 if __name__ == "__main__":

@@ -127,8 +127,7 @@ def main():
         state={"type": "str", "choices": ["present", "absent"], "default": "present"},
     )
     module = new_module(argument_spec, supports_check_mode=True)
-    request = AliveRequest.from_params(module.params)
-    run(module, lambda api: manage_finalizer(api, request, module.check_mode))
+    run(module, lambda api: manage_finalizer(api, AliveRequest.from_params(module.params, "cluster_alive_finalizer"), module.check_mode))
 
 
 if __name__ == "__main__":

@@ -115,8 +115,7 @@ from ansible_collections.lifecycle.machine.plugins.module_utils._module import n
 
 def main():
     module = new_module(alive_argument_spec(), supports_check_mode=True)
-    request = AliveRequest.from_params(module.params)
-    run(module, lambda api: read_alive(api, request))
+    run(module, lambda api: read_alive(api, AliveRequest.from_params(module.params, "cluster_alive_info")))
 
 
 if __name__ == "__main__":

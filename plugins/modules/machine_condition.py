@@ -242,8 +242,7 @@ def main():
         required_one_of=[("machine", "label_selectors"), ("type", "hook")],
         required_if=[("state", "present", ["reason"])],
     )
-    request = ConditionRequest.from_params(module.params, module.check_mode)
-    run(module, lambda api: manage_condition(api, request))
+    run(module, lambda api: manage_condition(api, ConditionRequest.from_params(module.params, module.check_mode)))
 
 
 if __name__ == "__main__":

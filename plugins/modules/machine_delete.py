@@ -20,6 +20,8 @@ description:
   - Each Machine has its own outcome - RV(machines[].status) is V(done), V(in_progress),
     V(awaiting_instance_termination), V(failed) (with the reason in RV(machines[].message); see also RV(failed_machines)) or, in check mode,
     V(planned). One Machine failing never stops the others.
+  - Options the task cannot act on fail it before any Machine is touched - a number out of its range, a Machine given
+    twice or without a namespace, an invalid rule in O(rules), an C(api_version) that serves no Machines.
   - With O(progress_interval) the task returns after at most that many seconds with where each Machine stands
     (RV(progress)), so a playbook can print it and call the module again; the state lives in the API, and the time
     budgets in RV(clock), which the next call takes back in O(clock). The C(lifecycle.machine.delete_machine) role
@@ -67,21 +69,26 @@ options:
   grace_period:
     description:
       - Overrides the termination grace period of every evicted Pod (dangerous; see M(lifecycle.machine.machine_drain)).
+      - 0 to 31536000 (a year).
     type: int
   drain_timeout:
     description:
       - Seconds each Machine may spend at its preDrain gate and draining, counted from the first call that
         started it (see O(clock)). The Machine fails when they are up.
+      - 1 to 31536000 (a year).
     type: int
     default: 3600
   terminate_timeout:
     description:
       - Seconds each Machine may spend from the end of its drain to its release (volume wait, preTerminate gate,
         infrastructure, Node), counted the same way.
+      - 1 to 31536000 (a year).
     type: int
     default: 3600
   wait_sleep:
-    description: Seconds between two retries of a failed eviction or two checks of the volumes still attached.
+    description:
+      - Seconds between two retries of a failed eviction or two checks of the volumes still attached.
+      - 1 to 31536000 (a year).
     type: int
     default: 2
   instance_terminated:
@@ -100,10 +107,11 @@ options:
     description:
       - Return after at most this many seconds with where each Machine stands (V(in_progress) ones continue on
         the next call). V(0) works until every Machine is done, waits for its instance, or has failed.
+      - 0 to 31536000 (a year).
     type: int
     default: 0
   concurrency:
-    description: How many Machines are worked on at the same time.
+    description: How many Machines are worked on at the same time; at least 1.
     type: int
     default: 20
 extends_documentation_fragment:

@@ -135,12 +135,14 @@ options:
         returns everything it did.
       - This is the task's own limit. The Machine's drain timeout, when set, is a different one - once it has
         passed, the drain is skipped as the Machine controller does.
+      - 0 to 31536000 (a year); a value out of range fails the task before anything is read or written.
     type: int
     default: 600
   wait_sleep:
     description:
       - Seconds between passes while an eviction that failed for another reason than a PodDisruptionBudget waits to be
-        retried, or while the Node is unreachable. Values below 1 count as 1.
+        retried, or while the Node is unreachable. V(0) counts as 1; a negative value fails the task, as does one
+        above 31536000 (a year).
       - Otherwise the next pass starts as soon as the watches report a reason for it (the current batch gone, a new Pod,
         a refusing budget allowing again), and at least every 30 seconds.
     type: int
@@ -151,7 +153,8 @@ options:
         when the drain is not done yet (or is still held at the preDrain gate), instead of going on until
         O(wait_timeout). A playbook prints it and calls the module again (see C(playbooks/drain_node.yml)); the drain
         goes on from the state in the API. O(wait_timeout) still bounds each call.
-      - V(0) drains until done or O(wait_timeout).
+      - V(0) drains until done or O(wait_timeout). A value larger than O(wait_timeout) is allowed (the call then
+        ends at O(wait_timeout)); a negative one, or one above 31536000 (a year), fails the task.
     type: int
     default: 0
   grace_period:
@@ -160,6 +163,7 @@ options:
       - Dangerous - Pods get less time than they asked for to shut down cleanly; V(0) kills them at once.
       - By default each Pod's own grace period is used, except on an unreachable Node (Ready condition
         C(Unknown)), where it is 1 second because no kubelet will wait for it anyway.
+      - 0 to 31536000 (a year); a negative value fails the task before the Node is cordoned.
     type: int
   disable_eviction:
     description:
@@ -437,8 +441,7 @@ def main():
         required_one_of=[("node", "machine")],
         required_by={"machine": "namespace"},
     )
-    request = DrainRequest.from_params(module.params, module.check_mode)
-    run(module, lambda api: run_drain(api, request))
+    run(module, lambda api: run_drain(api, DrainRequest.from_params(module.params, module.check_mode)))
 
 
 if __name__ == "__main__":

@@ -171,8 +171,7 @@ def main():
         required_one_of=[("machine", "label_selectors")],
         required_if=[("state", "present", ["owner"])],
     )
-    request = HookRequest.from_params(module.params, module.check_mode)
-    run(module, lambda api: manage_hook(api, request))
+    run(module, lambda api: manage_hook(api, HookRequest.from_params(module.params, module.check_mode)))
 
 
 if __name__ == "__main__":

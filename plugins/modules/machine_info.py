@@ -52,6 +52,7 @@ options:
   wait_timeout:
     description:
       - How many seconds to wait. The task fails when the time is up and the state does not hold.
+      - 0 to 31536000 (a year); a value out of range fails the task before anything is read.
     type: int
     default: 120
 extends_documentation_fragment:
@@ -180,8 +181,7 @@ def main():
         wait_timeout={"type": "int", "default": 120},
     )
     module = new_module(argument_spec, supports_check_mode=True, mutually_exclusive=[("machine", "label_selectors")])
-    request = InfoRequest.from_params(module.params)
-    run(module, lambda api: read_machines(api, request))
+    run(module, lambda api: read_machines(api, InfoRequest.from_params(module.params)))
 
 
 if __name__ == "__main__":

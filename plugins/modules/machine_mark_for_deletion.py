@@ -87,7 +87,7 @@ machines:
       type: str
 """
 
-from ansible_collections.lifecycle.machine.plugins.module_utils._machine.selection import MachineSelection
+from ansible_collections.lifecycle.machine.plugins.module_utils._mark.logic import mark_selection
 from ansible_collections.lifecycle.machine.plugins.module_utils._mark.run import mark_for_deletion
 from ansible_collections.lifecycle.machine.plugins.module_utils._module import machine_argument_spec, new_module, run
 
@@ -99,8 +99,7 @@ def main():
         mutually_exclusive=[("machine", "label_selectors")],
         required_one_of=[("machine", "label_selectors")],
     )
-    selection = MachineSelection.from_params(module.params)
-    run(module, lambda api: mark_for_deletion(api, selection, module.check_mode))
+    run(module, lambda api: mark_for_deletion(api, mark_selection(module.params), module.check_mode))
 
 
 if __name__ == "__main__":

@@ -104,12 +104,14 @@ options:
   wait_timeout:
     description:
       - How many seconds the whole run may spend waiting, when O(wait=true).
+      - 0 to 31536000 (a year); a value out of range fails the task before anything is read or written.
     type: int
     default: 120
   wait_sleep:
     description:
       - Seconds between two checks of the volumes still attached to the Node. The other waits watch the API and end
         as soon as the change lands.
+      - 1 to 31536000 (a year); a value out of range fails the task before anything is read or written.
     type: int
     default: 2
   instance_terminated:
@@ -381,8 +383,7 @@ def main():
     }
     argument_spec.update(copy.deepcopy(WAIT_ARGUMENT_SPEC))
     module = new_module(argument_spec, supports_check_mode=True)
-    request = TerminateRequest.from_params(module.params, module.check_mode)
-    run(module, lambda api: terminate_machine(api, request))
+    run(module, lambda api: terminate_machine(api, TerminateRequest.from_params(module.params, module.check_mode)))
 
 
 if __name__ == "__main__":

@@ -15,12 +15,16 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from ansible_collections.lifecycle.machine.plugins.module_utils._options.logic import check_options, empty_names, seconds
+
 # The enhancement names no API group; this collection serves Alive from its own
 # (hack/crds/lifecycle.machine.dev_alives.yaml). Modules take api_version to use another.
 ALIVE_API_VERSION = "lifecycle.machine.dev/v1alpha1"
 ALIVE_KIND = "Alive"
 ALIVE_NAME = "cluster"
 ALIVE_NAMESPACE = "openshift-config"
+# wait_timeout 0 deletes and looks once, without waiting.
+BOUNDS = seconds("wait_timeout")
 
 # Finalizers Kubernetes itself defines, which carry no domain.
 BUILTIN_HOLDERS = {
@@ -209,5 +213,7 @@ class AliveRequest:
     finalizer: str = ""
 
     @classmethod
-    def from_params(cls, params: dict) -> AliveRequest:
+    def from_params(cls, params: dict, module: str = "cluster_alive") -> AliveRequest:
+        """The request of a task of ``module``; MachineError naming every option out of range."""
+        check_options(module, params, BOUNDS, errors=empty_names(params, ("name",)))
         return cls(**{key: params[key] for key in cls.__dataclass_fields__ if key in params})

@@ -12,7 +12,8 @@ from dataclasses import dataclass, field
 from ansible_collections.lifecycle.machine.plugins.module_utils._errors import MachineError
 from ansible_collections.lifecycle.machine.plugins.module_utils._machine.conditions import hook_condition_type
 from ansible_collections.lifecycle.machine.plugins.module_utils._machine.flavour import Flavour, flavour_for, machine_label
-from ansible_collections.lifecycle.machine.plugins.module_utils._machine.selection import MachineSelection
+from ansible_collections.lifecycle.machine.plugins.module_utils._machine.selection import MachineSelection, selection_errors
+from ansible_collections.lifecycle.machine.plugins.module_utils._options.logic import check_options
 
 
 @dataclass(frozen=True)
@@ -32,6 +33,8 @@ class ConditionRequest:
 
     @classmethod
     def from_params(cls, params: dict, check_mode: bool) -> ConditionRequest:
+        """The request of a task; MachineError when the options would choose every Machine."""
+        check_options("machine_condition", params, (), errors=selection_errors(params, writes=True))
         hook = params.get("hook")
         return cls(
             condition_type=hook_condition_type(hook["point"], hook["name"]) if hook else params["type"],

@@ -16,7 +16,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ansible_collections.lifecycle.machine.plugins.module_utils._errors import MachineError
+from ansible_collections.lifecycle.machine.plugins.module_utils._drain.logic import normalize_rules
+from ansible_collections.lifecycle.machine.plugins.module_utils._options.logic import Bound, bound_errors, invalid_options, seconds
 
 # Where a Machine stands after a task.
 DONE = "done"  # released (gone)
@@ -28,6 +29,15 @@ STATUSES = (DONE, IN_PROGRESS, AWAITING_INSTANCE, FAILED, PLANNED)
 
 # The phases whose time is budgeted.
 DRAIN, TERMINATE = "drain", "terminate"
+
+# A phase needs at least a second; wait_sleep paces the volume-detach checks (0 would not pause at all).
+BOUNDS = (
+    *seconds("drain_timeout", "terminate_timeout", least=1),
+    Bound("concurrency", least=1, most=None),
+    *seconds("progress_interval"),
+    *seconds("wait_sleep", least=1),
+    *seconds("grace_period"),
+)
 
 
 def machine_key(machine: dict) -> str:
@@ -53,10 +63,12 @@ class DeleteRequest:
 
     @classmethod
     def from_params(cls, params: dict, check_mode: bool, now: float) -> DeleteRequest:
-        """The request of a task; MachineError naming the bad option when one is."""
+        """The request of a task; MachineError naming the bad option (or the invalid drain rule) when one is,
+        before any Machine is touched."""
         errors = option_errors(params)
         if errors:
-            raise MachineError(f"Invalid options of machine_delete: {'; '.join(errors)}; nothing was changed")
+            raise invalid_options("machine_delete", errors)
+        normalize_rules(list(params["rules"] or []))
         return cls(
             machines=tuple({"name": m["name"], "namespace": m["namespace"], "api_version": m.get("api_version") or None} for m in params["machines"]),
             rules=tuple(params["rules"] or ()),
@@ -85,13 +97,7 @@ def option_errors(params: dict) -> list[str]:
         if key in seen:
             errors.append(f"Machine {key} is given twice")
         seen.add(key)
-    for name, least in (("drain_timeout", 1), ("terminate_timeout", 1), ("concurrency", 1), ("progress_interval", 0), ("wait_sleep", 0)):
-        value = params.get(name)
-        if value is not None and value < least:
-            errors.append(f"{name} must be at least {least} (got {value})")
-    if params.get("grace_period") is not None and params["grace_period"] < 0:
-        errors.append(f"grace_period must be 0 or more seconds (got {params['grace_period']})")
-    return errors
+    return errors + bound_errors(params, BOUNDS)
 
 
 def started_clock(clock: dict, now: float) -> dict:

@@ -7,9 +7,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from ansible_collections.lifecycle.machine.plugins.module_utils._options.logic import check_options, empty_names, seconds
+
 DRAINED, CORDONED, UNCORDONED = "drained", "cordoned", "uncordoned"
 # The verb of each state, as skip messages say it ("Drain skipped: ...").
 ACTIONS = {DRAINED: "Drain", CORDONED: "Cordon", UNCORDONED: "Uncordon"}
+# wait_sleep 0 counts as 1 (docs of the option); progress_interval 0 drains until done; grace_period 0 kills at once.
+BOUNDS = seconds("wait_timeout", "wait_sleep", "progress_interval", "grace_period")
 
 
 @dataclass
@@ -33,7 +37,8 @@ class DrainRequest:
 
     @classmethod
     def from_params(cls, params: dict[str, Any], check_mode: bool) -> DrainRequest:
-        """The request of a task, from the module's parameters."""
+        """The request of a task, from the module's parameters; MachineError naming every option out of range."""
+        check_options("machine_drain", params, BOUNDS, errors=empty_names(params, ("node", "machine")))
         return cls(
             node=params["node"],
             machine=params["machine"],

@@ -8,7 +8,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ansible_collections.lifecycle.machine.plugins.module_utils._machine.flavour import Flavour, flavour_for, hooks_summary, machine_label
-from ansible_collections.lifecycle.machine.plugins.module_utils._machine.selection import MachineSelection
+from ansible_collections.lifecycle.machine.plugins.module_utils._machine.selection import MachineSelection, selection_errors
+from ansible_collections.lifecycle.machine.plugins.module_utils._options.logic import check_options
 
 ADDED, REOWNED, REMOVED, NONE = "added", "reowned", "removed", "none"
 
@@ -26,6 +27,8 @@ class HookRequest:
 
     @classmethod
     def from_params(cls, params: dict, check_mode: bool) -> HookRequest:
+        """The request of a task; MachineError when the options would choose every Machine."""
+        check_options("machine_hook", params, (), errors=selection_errors(params, writes=True))
         return cls(
             point=params["point"],
             name=params["name"],

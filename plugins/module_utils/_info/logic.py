@@ -9,9 +9,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ansible_collections.lifecycle.machine.plugins.module_utils._machine.flavour import flavour_for, hooks_summary, is_deleting
-from ansible_collections.lifecycle.machine.plugins.module_utils._machine.selection import MachineSelection
+from ansible_collections.lifecycle.machine.plugins.module_utils._machine.selection import MachineSelection, selection_errors
+from ansible_collections.lifecycle.machine.plugins.module_utils._options.logic import check_options, seconds
 
 WAIT_STATES = ("drainable", "drained", "terminable", "creatable", "deleting", "deleted")
+BOUNDS = seconds("wait_timeout")
 
 
 @dataclass(frozen=True)
@@ -25,6 +27,7 @@ class InfoRequest:
 
     @classmethod
     def from_params(cls, params: dict) -> InfoRequest:
+        check_options("machine_info", params, BOUNDS, errors=selection_errors(params, writes=False))
         return cls(selection=MachineSelection.from_params(params), wait=params["wait"], wait_for=params["wait_for"], wait_timeout=params["wait_timeout"])
 
 

@@ -8,6 +8,14 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from ansible_collections.lifecycle.machine.plugins.module_utils._machine.flavour import Flavour, is_deleting
+from ansible_collections.lifecycle.machine.plugins.module_utils._machine.selection import MachineSelection, selection_errors
+from ansible_collections.lifecycle.machine.plugins.module_utils._options.logic import check_options
+
+
+def mark_selection(params: dict) -> MachineSelection:
+    """The Machines a task marks; MachineError when the options would choose every Machine."""
+    check_options("machine_mark_for_deletion", params, (), errors=selection_errors(params, writes=True))
+    return MachineSelection.from_params(params)
 
 
 def with_finalizer(flavour: Flavour) -> Callable[[dict], dict | None]:

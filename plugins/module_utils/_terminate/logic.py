@@ -38,8 +38,46 @@ from ansible_collections.lifecycle.machine.plugins.module_utils._machine.flavour
     is_deleting,
     machine_label,
 )
+from ansible_collections.lifecycle.machine.plugins.module_utils._options.logic import check_options, empty_names, seconds
 from ansible_collections.lifecycle.machine.plugins.module_utils._terminate.volumes import VolumeWaitStatus, volume_detach_message
 from ansible_collections.lifecycle.machine.plugins.module_utils._timeutil import parse_time, rfc3339
+
+# wait_timeout 0 waits for nothing; a wait_sleep of 0 would read the volumes without pause.
+BOUNDS = (*seconds("wait_timeout"), *seconds("wait_sleep", least=1))
+
+
+@dataclass(frozen=True)
+class TerminateRequest:
+    """machine_terminate's options."""
+
+    namespace: str
+    machine: str
+    api_version: str | None = None
+    wait: bool = False
+    wait_timeout: int = 120
+    wait_sleep: int = 2
+    instance_terminated: bool = False
+    rules: list | None = None
+    use_cluster_rules: bool = True
+    check_mode: bool = False
+
+    @classmethod
+    def from_params(cls, params: dict, check_mode: bool) -> TerminateRequest:
+        """The request of a task; MachineError naming every option out of range."""
+        check_options("machine_terminate", params, BOUNDS, errors=empty_names(params, ("machine", "namespace")))
+        return cls(
+            namespace=params["namespace"],
+            machine=params["machine"],
+            api_version=params.get("api_version"),
+            wait=params["wait"],
+            wait_timeout=params["wait_timeout"],
+            wait_sleep=params["wait_sleep"],
+            instance_terminated=params["instance_terminated"],
+            rules=params.get("rules"),
+            use_cluster_rules=params["use_cluster_rules"],
+            check_mode=check_mode,
+        )
+
 
 # Steps, in workflow order (docs/behaviour.md §2, from the preDrain gate on).
 STEP_PRE_DRAIN = "pre_drain_hook"

@@ -12,8 +12,6 @@ Waits use the transport's clock (``api.monotonic()``, ``api.sleep()``).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from ansible_collections.lifecycle.machine.plugins.module_utils._drain.logic import normalize_rules
 from ansible_collections.lifecycle.machine.plugins.module_utils._errors import MachineError
 from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.client import KubeApi
@@ -40,6 +38,7 @@ from ansible_collections.lifecycle.machine.plugins.module_utils._terminate.logic
     WRITE_ACTIONS,
     Decision,
     Facts,
+    TerminateRequest,
     decide,
     timeout_message,
 )
@@ -49,37 +48,6 @@ from ansible_collections.lifecycle.machine.plugins.module_utils._timeutil import
 INFRASTRUCTURE_ACTIONS = (OBSERVE_INFRASTRUCTURE, DELETE_INFRASTRUCTURE)
 # A run that keeps repeating one write (say, something recreates the object it deletes) stops after this many.
 MAX_REPEATED_WRITES = 5
-
-
-@dataclass(frozen=True)
-class TerminateRequest:
-    """machine_terminate's options."""
-
-    namespace: str
-    machine: str
-    api_version: str | None = None
-    wait: bool = False
-    wait_timeout: int = 120
-    wait_sleep: int = 2
-    instance_terminated: bool = False
-    rules: list | None = None
-    use_cluster_rules: bool = True
-    check_mode: bool = False
-
-    @classmethod
-    def from_params(cls, params: dict, check_mode: bool) -> TerminateRequest:
-        return cls(
-            namespace=params["namespace"],
-            machine=params["machine"],
-            api_version=params.get("api_version"),
-            wait=params["wait"],
-            wait_timeout=params["wait_timeout"],
-            wait_sleep=params["wait_sleep"],
-            instance_terminated=params["instance_terminated"],
-            rules=params.get("rules"),
-            use_cluster_rules=params["use_cluster_rules"],
-            check_mode=check_mode,
-        )
 
 
 class Termination:

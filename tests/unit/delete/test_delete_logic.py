@@ -50,14 +50,22 @@ def test_the_request_keeps_only_what_finds_a_machine() -> None:
         ({"drain_timeout": 0}, "drain_timeout must be at least 1 (got 0)"),
         ({"terminate_timeout": -5}, "terminate_timeout must be at least 1 (got -5)"),
         ({"concurrency": 0}, "concurrency must be at least 1 (got 0)"),
-        ({"progress_interval": -1}, "progress_interval must be at least 0 (got -1)"),
+        ({"progress_interval": -1}, "progress_interval must be 0 or more seconds (got -1)"),
+        ({"wait_sleep": 0}, "wait_sleep must be at least 1 (got 0)"),
         ({"grace_period": -1}, "grace_period must be 0 or more seconds (got -1)"),
+        ({"drain_timeout": 10**10}, "drain_timeout must be at most 31536000 seconds, a year (got 10000000000)"),
     ],
 )
 def test_bad_options_are_refused_naming_them(change: dict, error: str) -> None:
     assert error in "; ".join(option_errors({**PARAMS, **change}))
     with pytest.raises(MachineError, match="nothing was changed"):
         DeleteRequest.from_params({**PARAMS, **change}, False, 1000.0)
+
+
+def test_an_invalid_drain_rule_is_refused_before_any_machine_is_touched() -> None:
+    rules = [{"name": "late", "drain": {"behavior": "Evict"}}]
+    with pytest.raises(MachineError, match=r"^Invalid MachineDrainRule late: spec\.drain\.behavior must be one of Drain, Skip, WaitCompleted, got 'Evict'$"):
+        DeleteRequest.from_params({**PARAMS, "rules": rules}, False, 1000.0)
 
 
 def test_the_clock_keeps_well_formed_phases_only() -> None:
