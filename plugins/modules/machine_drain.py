@@ -66,6 +66,8 @@ options:
   node:
     description:
       - Name of the Node to act on, without looking at any Machine.
+      - A Node that does not exist fails the task, naming it, as C(kubectl drain) does (a typo is not "nothing to
+        drain"); only the Node of a O(machine) that is already gone counts as having nothing to drain.
       - Mutually exclusive with O(machine); one of them is required.
     type: str
   machine:

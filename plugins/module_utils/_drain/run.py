@@ -418,12 +418,19 @@ class DrainRun:
             report.changed, report.node_after = changed, report.node_before
         return self.result(False, held_message(report.node_name, self.machine, hooks), blocked_by=[hook.as_dict() for hook in hooks])
 
+    def missing_node(self) -> MachineError:
+        """A Node named in ``node`` that does not exist: a typo, as ``kubectl drain`` reports it, never "nothing to do".
+        (The Node of a Machine that is gone has nothing left to drain: docs/behaviour.md §2 step 3.)"""
+        return self.fail(f"Cannot {ACTIONS[self.request.state].lower()} Node {self.report.node_name}: it does not exist")
+
     def set_schedulable(self, schedulable: bool) -> dict:
         node_name = self.report.node_name
         node = get_node(self.api, node_name)
         if node is None:
             if schedulable:
                 raise MachineError(f"Cannot uncordon Node {node_name}: it does not exist")
+            if self.gate is None:
+                raise self.missing_node()
             return self.result(True, f"Node {node_name} does not exist: nothing to cordon", skipped_reason=f"Node {node_name} does not exist")
         if self.request.check_mode:
             after, changed = with_unschedulable(node, not schedulable), is_unschedulable(node) == schedulable
@@ -481,6 +488,8 @@ class DrainRun:
     def drained(self, drain: DrainPass) -> dict:
         node_name = self.report.node_name
         if drain.node is None:
+            if self.gate is None and self.report.passes <= 1:
+                raise self.missing_node()  # named in ``node`` and not there at the first pass; gone later, it is drained
             reason = f"Node {node_name} does not exist"
             return self.result(True, f"{reason}: nothing to drain", skipped_reason=reason)
         return self.result(True, f"Node {node_name} drained")

@@ -205,6 +205,24 @@ def test_cordon_skip_names_the_action() -> None:
     assert result["message"] == f"Cordon skipped: Machine {NS}/m1 has no status.nodeRef"
 
 
+@pytest.mark.parametrize(("state", "verb"), [("drained", "drain"), ("cordoned", "cordon"), ("uncordoned", "uncordon")])
+@pytest.mark.parametrize("check_mode", [False, True])
+def test_a_node_named_that_does_not_exist_fails_naming_it(state: str, verb: str, check_mode: bool) -> None:
+    fake = FakeKube()
+    with pytest.raises(MachineError) as caught:
+        run_drain(fake, DrainRequest(node="worker-typo", state=state, check_mode=check_mode))
+    assert caught.value.msg == f"Cannot {verb} Node worker-typo: it does not exist"
+    assert [method for method, _path in fake.requests if method != "GET"] == [], "nothing was written"
+
+
+@pytest.mark.parametrize("state", ["drained", "cordoned"])
+def test_the_node_of_a_machine_that_is_gone_has_nothing_to_drain(state: str) -> None:
+    fake = FakeKube()
+    openshift_machine(fake, node="gone")
+    result = run_drain(fake, machine_request(state=state))
+    assert (result["completed"], result["skipped_reason"]) == (True, "Node gone does not exist")
+
+
 def test_held_without_waiting_returns_the_hooks() -> None:
     fake = FakeKube()
     shop(fake)
