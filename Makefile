@@ -9,7 +9,7 @@ export ANSIBLE_COLLECTIONS_PATH := $(COLLECTIONS)
 export GOTOOLCHAIN := local
 
 .PHONY: help venv tools cluster-up cluster-down cluster-status lint ruff yamllint ansible-lint sanity \
-        unit integration molecule test demo build bench clean
+        unit integration molecule test demo build bench chaos clean
 
 help:
 	@echo "make demo          start the local control plane and delete a machine with the role"
@@ -81,6 +81,14 @@ bench: venv tools
 	$(BIN)/python benchmarks/drain_100.py
 	$(BIN)/python benchmarks/delete_machines.py
 	$(BIN)/python benchmarks/gate_latency.py
+
+# Randomized delete_machine runs under API faults, kills and re-runs, each checked
+# against the safety invariants (docs/chaos.md), on a private control plane.
+# CHAOS_SEED fixes the soak (default: a random seed, printed).
+CHAOS_RUNS ?= 200
+CHAOS_SEED ?=
+chaos: venv tools
+	$(BIN)/python tests/chaos/soak.py --runs $(CHAOS_RUNS) $(if $(CHAOS_SEED),--seed $(CHAOS_SEED))
 
 clean: cluster-down
 	rm -rf .tmp lifecycle-machine-*.tar.gz
