@@ -245,7 +245,11 @@ class Checker:
 
     def undeclared_deletions(self, evicted: set[str]) -> None:
         """Pods that started terminating without a successful eviction or an owner's deletion (I3)."""
-        asked = {e["objectRef"]["name"] for e in self.audit if e.get("verb") == "delete" and (e.get("userAgent") or "").startswith("lm-chaos")}
+        asked = {
+            e["objectRef"]["name"]
+            for e in self.audit
+            if e.get("verb") == "delete" and (e.get("objectRef") or {}).get("resource") == "pods" and (e.get("userAgent") or "").startswith(ASKED_AGENTS)
+        }
         seen: set[str] = set()
         for event in self.events:
             if event.collection != "pods" or not event.deleting or event.name in seen:
