@@ -48,10 +48,19 @@ class Attempt:
     log: Path | None = None
     started_at: dt.datetime | None = None  # wall clock (UTC), as the audit log records it
     killed_at: dt.datetime | None = None
+    failure: str | None = None
 
     @property
     def done(self) -> bool:
         return self.rc == 0 and self.killed_by is None
+
+    def read_failure(self) -> None:
+        """Why an attempt that was not killed failed: the last error Ansible printed."""
+        if self.done or self.killed_by or self.log is None:
+            return
+        lines = self.log.read_text(errors="replace").splitlines()
+        errors = [line.strip() for line in lines if line.startswith(("fatal:", "[ERROR]"))]
+        self.failure = errors[-1][:300] if errors else f"rc {self.rc}"
 
 
 def marked(mark: str) -> list[tuple[int, str]]:
@@ -99,6 +108,7 @@ class Runner:
             finally:
                 result.orphans = self.stop()
         result.seconds = time.monotonic() - started
+        result.read_failure()
         return result
 
     def _wait(self, result: Attempt, kill: Kill | None) -> None:

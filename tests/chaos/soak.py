@@ -122,6 +122,10 @@ class Summary:
             "violations:",
         ]
         lines += [f"  {name} {INVARIANTS[name]}: {count}" for name, count in self.violations.items()]
+        failed = [a.failure for a in attempts if a.failure]
+        if failed:
+            lines.append(f"attempts that failed by themselves: {len(failed)}")
+            lines += [f"  {count} x {why}" for why, count in Counter(failed).most_common(5)]
         incomplete = [r for r in self.results if r.incomplete]
         if incomplete:
             lines.append(f"runs that could not be checked: {len(incomplete)}")
