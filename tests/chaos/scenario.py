@@ -125,7 +125,7 @@ class Scenario:
             placed = {name: rng.choice(("cluster", "inline", "both")) for name in RULES}
             cluster_rules = tuple(name for name, where in placed.items() if where in ("cluster", "both"))
             inline_rules = tuple(name for name, where in placed.items() if where in ("inline", "both"))
-        infra = tuple(round(rng.uniform(0, 4), 1) if rng.random() < 0.5 else None for _ in range(machines))
+        infra = tuple(round(rng.uniform(0, 4), 1) if rng.random() < 0.5 else None for _machine in range(machines))
         fault_rate = 0.0 if rng.random() < 0.15 else round(rng.uniform(0.0, 0.2), 3)
         fault_delay = round(rng.uniform(0.2, 1.0), 2)
         kills = tuple(
@@ -184,4 +184,4 @@ def _draw_hooks(rng: random.Random, machines: int) -> tuple[Hook, ...]:
 def run_seeds(seed: int, runs: int) -> list[int]:
     """The seed of each run of a soak started with ``seed``."""
     rng = random.Random(seed)
-    return [rng.getrandbits(32) for _ in range(runs)]
+    return [rng.getrandbits(32) for _run in range(runs)]
