@@ -155,6 +155,9 @@ def stop_when_cancelled(api: Any) -> None:
     ancestors = ansible_ancestors(os.getpid())
     if not ancestors:
         return
+    if run_gone_before_start(os.getpid()):
+        api.cancel()
+        return
 
     def watch() -> None:
         while not api.cancelled:
@@ -164,6 +167,48 @@ def stop_when_cancelled(api: Any) -> None:
             time.sleep(WATCHDOG_SECONDS)
 
     threading.Thread(target=watch, name="lifecycle-machine-watchdog", daemon=True).start()
+
+
+# The Ansible programs that run modules in worker processes forked from themselves.
+ANSIBLE_CLIS = ("ansible-playbook", "ansible", "ansible-console")
+
+
+def run_gone_before_start(pid: int) -> bool:
+    """Whether the Ansible run that started this module had already ended when the module started.
+
+    Ansible runs a module from a worker forked from the ``ansible-playbook`` (or
+    ``ansible``) process, and the worker lives in a session of its own: a run
+    killed as the module starts leaves the worker behind, its parent gone, and
+    the watchdog would find no run to watch. A worker's parent carries the same
+    command line (it is a fork of it); when it does not, the run is gone.
+    """
+    chain = [pid]
+    while True:
+        parent = _parent(chain[-1])
+        if parent is None or parent <= 0:
+            return False
+        command = _argv(parent)
+        if command is None:
+            return False
+        if worker_of_cli(command):
+            return _argv(_parent(parent) or 0) != command
+        if parent <= 1 or not any("ansible" in part for part in command):
+            return False  # not started by an Ansible program (a script, async_wrapper, ...)
+        chain.append(parent)
+
+
+def worker_of_cli(argv: list[str]) -> bool:
+    """Whether a command line is one of the Ansible programs that fork workers (``python .../ansible-playbook ...``)."""
+    names = [os.path.basename(part) for part in argv[:2]]
+    return any(name in ANSIBLE_CLIS for name in names)
+
+
+def _argv(pid: int) -> list[str] | None:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as handle:
+            return [part.decode(errors="replace") for part in handle.read().split(b"\0") if part]
+    except OSError:
+        return None
 
 
 def ansible_ancestors(pid: int) -> list[tuple[int, str]]:

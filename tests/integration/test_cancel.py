@@ -14,7 +14,8 @@ import sys
 import time
 from pathlib import Path
 
-from conftest import REPO, ansible_env
+import pytest
+from conftest import REPO, ansible_env, machine_collection
 from khelpers import stop_process, wait_for
 from test_delete_machine import PLAYBOOK, assert_all_gone, playbook_vars
 
@@ -89,3 +90,36 @@ def test_sigint_stops_the_drain_and_a_rerun_finishes(*, flavour, kube, kubeconfi
     evictions = audit_events(namespace=v.namespace, resource="pods", subresource="eviction", verb="create")
     evicted = [e["objectRef"]["name"] for e in evictions if (e.get("responseStatus") or {}).get("code") == 201]
     assert len(evicted) == len(set(evicted)), f"a Pod was evicted twice: {evicted}"
+
+
+@pytest.mark.parametrize("flavour", ["openshift"], indirect=True)
+def test_a_module_that_starts_after_its_run_was_killed_sends_nothing(*, flavour, kube, kubeconfig, namespace, make_machine, tmp_path) -> None:
+    """The run is killed after Ansible forked the worker for a task but before the module
+    started (a slow interpreter start stands in for that moment): the worker lives on in a
+    session of its own, and the module it then starts must see that its run is gone."""
+    machine = make_machine(namespace)
+    path = f"{machine_collection(flavour, namespace)}/{machine['metadata']['name']}"
+    before = kube.get(path)["metadata"]["resourceVersion"]
+    slow_python = tmp_path / "slow-python"
+    slow_python.write_text(f'#!/bin/sh\nsleep 4\nexec {sys.executable} "$@"\n')
+    slow_python.chmod(0o755)
+    env = ansible_env(kubeconfig)
+    env["ANSIBLE_PYTHON_INTERPRETER"] = str(slow_python)
+    env["ANSIBLE_REMOTE_TMP"] = marker = str(tmp_path / "remote")  # in the module's command line
+    arguments = {"machine": machine["metadata"]["name"], "namespace": namespace, "point": "preDrain", "name": "orphan-test", "owner": "orphan-test"}
+    command = [str(Path(sys.executable).parent / "ansible"), "localhost", "-c", "local", "-i", "localhost,", "-m", "lifecycle.machine.machine_hook"]
+    command += ["-a", json.dumps(arguments)]
+    run = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env, start_new_session=True)
+    try:
+        wait_for(lambda: run_processes(str(slow_python)) and run_processes(marker), 30, what="the worker to start the module's interpreter")
+        os.kill(run.pid, signal.SIGKILL)  # the run only: its worker lives in a session of its own
+        run.wait(timeout=10)
+        wait_for(lambda: not run_processes(marker), 30, what="the module to end")
+    finally:
+        stop_process(run)
+        for leftover in run_processes(marker) + run_processes(str(slow_python)):
+            os.kill(int(leftover.split(":", 1)[0]), signal.SIGKILL)
+
+    current = kube.get(path)
+    assert current["metadata"]["resourceVersion"] == before, "the module of a killed run wrote to the Machine"
+    assert not (current["spec"].get("lifecycleHooks") or {}).get("preDrain")
