@@ -35,7 +35,7 @@ from ansible_collections.lifecycle.machine.plugins.module_utils._drain.logic imp
     pod_key,
     progress_message,
 )
-from ansible_collections.lifecycle.machine.plugins.module_utils._drain.passes import DrainPass, EvictionOutcome
+from ansible_collections.lifecycle.machine.plugins.module_utils._drain.passes import DrainPass, EvictionMemory, EvictionOutcome
 from ansible_collections.lifecycle.machine.plugins.module_utils._drain.view import DrainView, budget_key
 from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.client import KubeApi
 from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.errors import ApiError
@@ -262,6 +262,7 @@ def drain_pass(
     grace_period: int | None = None,
     disable_eviction: bool = False,
     observed: NodeWatch | None = None,
+    memory: EvictionMemory | None = None,
 ) -> DrainPass:
     """Cordon the Node, classify its Pods and evict the current batch.
 
@@ -272,6 +273,9 @@ def drain_pass(
 
     With ``observed`` (the Node, its Pods and the budgets kept current by
     :class:`NodeWatch`) nothing is read: the pass classifies and evicts.
+    ``memory`` (the task's earlier evictions, by Pod UID) is consulted before
+    anything is evicted, since a watched Pod may not show this task's own
+    eviction yet; a pass that acts adds its evictions to it.
     """
     if observed is not None:
         node, pods, watched_budgets = observed.snapshot()
@@ -288,6 +292,8 @@ def drain_pass(
     result.pods = pods
     if observed is not None:
         result.budget_versions = budget_versions
+    if memory is not None:
+        pods = memory.present(pods)
     result.decisions = classify_pods(
         pods,
         machine=machine,
@@ -298,6 +304,8 @@ def drain_pass(
         node_unreachable=result.unreachable,
         now=now,
     )
+    if memory is not None:
+        memory.apply(pods, result.decisions)
     result.plan = plan_drain(result.decisions)
     by_key = {pod_key(pod): pod for pod in pods}
     to_evict = [by_key[decision.key] for decision in result.plan.evict_now]
@@ -316,6 +324,8 @@ def drain_pass(
         budgets=budgets,
         predict=watched_budgets is not None,
     )
+    if act and memory is not None:
+        memory.remember(to_evict, result.outcome)
     result.message = progress_message(started_at, result.plan, result.outcome.failures, result.outcome.gone)
     return result
 

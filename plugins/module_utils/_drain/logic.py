@@ -397,7 +397,7 @@ class PodDecision:
     order: int = 0  # meaningful for Drain; WaitCompleted is always 0; 0 for Skip
     reason: str = "default"
     warnings: list[str] = field(default_factory=list)
-    terminating: bool = False  # has a deletionTimestamp
+    terminating: bool = False  # has a deletionTimestamp, or this task evicted it (passes.EvictionMemory)
     phase: str = ""
     claims: list[str] = field(default_factory=list)  # PersistentVolumeClaim names (Pod's namespace)
 

@@ -1,13 +1,14 @@
 # Copyright: lifecycle.machine contributors
 # Apache License 2.0 (see LICENSE)
 """What one pass over a Node found, decided and did (pure data, with the
-questions the runner asks of it)."""
+questions the runner asks of it), and what the passes of one task remember of
+their own evictions."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ansible_collections.lifecycle.machine.plugins.module_utils._drain.logic import DrainPlan, PodDecision
+from ansible_collections.lifecycle.machine.plugins.module_utils._drain.logic import DrainPlan, PodDecision, pod_key
 
 
 @dataclass
@@ -52,3 +53,57 @@ class DrainPass:
     def needs_retry(self) -> bool:
         """Something only a later pass can find out (refused evictions, an unreachable Node)."""
         return bool(self.outcome.failures) or self.unreachable
+
+
+def pod_uid(pod: dict) -> str | None:
+    return (pod.get("metadata") or {}).get("uid") or None
+
+
+class EvictionMemory:
+    """The Pods this task evicted (or deleted), and those an eviction found gone, by UID.
+
+    After the first pass the Pods come from a watch, which can be older than the
+    task's own evictions: the Pod watch may not have reported a deletionTimestamp
+    yet (or not even be open) when another watch, a budget allowing again, wakes
+    the next pass. The API server accepts an eviction of a terminating Pod (it
+    deletes the Pod again, whatever the budget says), so a pass that trusted such
+    a view would evict the same Pod twice. Every pass therefore consults this
+    memory before it decides what to evict:
+
+    - a Pod evicted with success counts as terminating (never evicted again,
+      waited for like any terminating Pod) until the API shows it terminating
+      or deleted, which is then what the Pod says anyway;
+    - a Pod whose eviction found it gone (404, or the UID precondition failed)
+      counts as gone.
+
+    Only successes and "gone" are remembered: a refused eviction (a budget's
+    429, any other failure) is asked again. A Pod recreated under the same
+    name has a new UID and is evicted like any other. Each module call starts
+    with an empty memory: its first pass lists the Pods, and the API's
+    deletionTimestamp is authoritative.
+    """
+
+    def __init__(self) -> None:
+        self.evicted: set[str] = set()
+        self.gone: set[str] = set()
+
+    def remember(self, pods: list[dict], outcome: EvictionOutcome) -> None:
+        """What the evictions of ``pods`` (the Pods a pass sent them for) did."""
+        uids = {pod_key(pod): pod_uid(pod) for pod in pods}
+        self.evicted.update(uid for key in outcome.evicted if (uid := uids.get(key)))
+        self.gone.update(uid for key in outcome.gone if (uid := uids.get(key)))
+
+    def present(self, pods: list[dict]) -> list[dict]:
+        """``pods`` without those an eviction of this task found gone."""
+        return [pod for pod in pods if pod_uid(pod) not in self.gone]
+
+    def terminating(self, pods: list[dict]) -> set[str]:
+        """Keys of the Pods of ``pods`` this task evicted, whether or not they show a deletionTimestamp yet."""
+        return {pod_key(pod) for pod in pods if pod_uid(pod) in self.evicted}
+
+    def apply(self, pods: list[dict], decisions: list[PodDecision]) -> None:
+        """Mark the decisions about Pods this task evicted as terminating: they are never evicted again."""
+        evicted = self.terminating(pods)
+        for decision in decisions:
+            if decision.key in evicted:
+                decision.terminating = True

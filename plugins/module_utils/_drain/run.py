@@ -45,6 +45,7 @@ from ansible_collections.lifecycle.machine.plugins.module_utils._drain.gates imp
 )
 from ansible_collections.lifecycle.machine.plugins.module_utils._drain.logic import go_quote, is_unschedulable, merge_rules, normalize_rules
 from ansible_collections.lifecycle.machine.plugins.module_utils._drain.pacing import pause_seconds, wait_seconds
+from ansible_collections.lifecycle.machine.plugins.module_utils._drain.passes import EvictionMemory
 from ansible_collections.lifecycle.machine.plugins.module_utils._drain.report import DrainReport, PodLedger, machine_summary, with_unschedulable
 from ansible_collections.lifecycle.machine.plugins.module_utils._drain.request import ACTIONS, CORDONED, DRAINED, UNCORDONED, DrainRequest
 from ansible_collections.lifecycle.machine.plugins.module_utils._errors import MachineError
@@ -185,7 +186,9 @@ class DrainPasses:
     the task's deadline.
 
     The rules, the Namespaces and DaemonSets and the Machine's Cluster are
-    read before the first pass, once.
+    read before the first pass, once. A Pod an earlier pass evicted is never
+    evicted again, even while the watched view does not show it terminating
+    yet (``passes.EvictionMemory``).
     """
 
     def __init__(self, api: KubeApi, request: DrainRequest, *, inline_rules: list[dict], deadline: float, flavour: Flavour | None = None):
@@ -199,6 +202,8 @@ class DrainPasses:
         self.rules: list[dict] = []
         self.watch: NodeWatch | None = None
         self.watch_starts = 0
+        # What this task evicted, by Pod UID: a watched Pod may not show it yet.
+        self.memory = EvictionMemory()
 
     def prepare(self, machine: dict | None) -> None:
         self.context = PodContext(self.api)
@@ -229,6 +234,7 @@ class DrainPasses:
             grace_period=self.request.grace_period,
             disable_eviction=self.request.disable_eviction,
             observed=watch,
+            memory=self.memory,
         )
         if act and watch is None and self.request.wait and self.watch_starts < MAX_WATCH_STARTS and not drain.completed:
             # A watch that failed (no permission to watch, say) is tried again a few times, then the passes list.
