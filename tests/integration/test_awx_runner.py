@@ -220,6 +220,12 @@ def test_drain_node_job_template(kube, namespace, make_node, awx_credential, tmp
     # A budget holds the Pod for a few seconds, so the drain takes several progress intervals.
     budgets = f"/apis/policy/v1/namespaces/{namespace}/poddisruptionbudgets"
     kube.create(budgets, {"metadata": {"name": "web"}, "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "web"}}}})
+
+    def holding() -> bool:
+        status = (kube.get(f"{budgets}/web") or {}).get("status") or {}
+        return status.get("currentHealthy") == 1 and status.get("disruptionsAllowed") == 0
+
+    wait_for(holding, 60, what="the budget to count the web Pod healthy and allow no disruption")
     lifted = threading.Timer(6, lambda: kube.delete(f"{budgets}/web"))
     lifted.start()
     job = AwxJob(tmp_path, "playbooks/drain_node.yml", awx_credential)
@@ -231,7 +237,7 @@ def test_drain_node_job_template(kube, namespace, make_node, awx_credential, tmp
         lifted.cancel()
 
     assert "Drain not completed yet (started at " in text, "the job output shows where the drain stands while it runs"
-    assert "cannot evict pod as it would violate the pod's disruption budget." in text
+    assert "cannot evict pod as it would violate the pod's disruption budget." in text, text[-4000:]
     assert kube.get(f"/api/v1/nodes/{node}")["spec"].get("unschedulable") is True
     assert all(p["metadata"]["uid"] != first["metadata"]["uid"] for p in kube.list(pods)), "the Pod was not evicted"
 
