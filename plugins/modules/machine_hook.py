@@ -67,9 +67,18 @@ options:
     description:
       - V(present) adds the hook, or changes its owner.
       - V(absent) removes it (whoever owns it).
+      - V(released) is what a hook-implementing controller does once the hook's work has succeeded, in one task -
+        records the condition C(<Point><HookName>Succeeded=True) (reason C(HookSucceeded), message O(msg)) with a
+        Normal C(HookSucceeded) Event on the Machine, then removes the hook. A success already recorded is left as it
+        is (no second Event), so a release run again only removes a hook that is still there.
     type: str
-    choices: [present, absent]
+    choices: [present, absent, released]
     default: present
+  msg:
+    description:
+      - With O(state=released), the message of the C(<Point><HookName>Succeeded) condition and its Event.
+      - Default C(<point> hook <name> of <owner> succeeded), with the owner the hook has on the Machine.
+    type: str
 extends_documentation_fragment:
   - kubernetes.core.k8s_auth_options
   - lifecycle.machine.machines
@@ -108,6 +117,15 @@ EXAMPLES = r"""
     point: preDrain
     name: EtcdQuorumOperator
     state: absent
+
+- name: Record that the work succeeded (condition and Event), then release the gate
+  lifecycle.machine.machine_hook:
+    machine: cluster-master-2
+    namespace: openshift-machine-api
+    point: preDrain
+    name: EtcdQuorumOperator
+    state: released
+    msg: etcd member moved to cluster-master-4
 """
 
 RETURN = r"""
@@ -145,6 +163,16 @@ machines:
       description: The Machine's hooks per point after the change, each with C(name) and C(owner) (and C(annotation) on Cluster API).
       type: dict
       sample: {"preDrain": [{"name": "EtcdQuorumOperator", "owner": "clusteroperator/etcd"}], "preTerminate": []}
+    condition:
+      description: With O(state=released), the C(<Point><HookName>Succeeded) condition as the Machine now holds it.
+      type: dict
+      returned: when O(state=released)
+      sample: {"type": "PreDrainEtcdQuorumOperatorSucceeded", "status": "True", "reason": "HookSucceeded",
+               "message": "preDrain hook EtcdQuorumOperator of clusteroperator/etcd succeeded", "lastTransitionTime": "2026-01-01T00:00:00Z"}
+    condition_changed:
+      description: With O(state=released), whether the condition was written (and an Event recorded) by this task.
+      type: bool
+      returned: when O(state=released)
 diff:
   description: Hooks of the changed Machines before and after, keyed by C(namespace/name).
   returned: when diff mode is on and something changed
@@ -162,7 +190,8 @@ def main():
         name={"type": "str", "required": True},
         owner={"type": "str"},
         point={"type": "str", "required": True, "choices": ["preDrain", "preTerminate", "preCreate"]},
-        state={"type": "str", "choices": ["present", "absent"], "default": "present"},
+        state={"type": "str", "choices": ["present", "absent", "released"], "default": "present"},
+        msg={"type": "str"},
     )
     module = new_module(
         argument_spec,

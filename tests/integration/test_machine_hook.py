@@ -69,6 +69,60 @@ def test_add_readd_reown_remove(*, flavour, namespace, make_machine, run_module,
     assert gone["changed"] is False
 
 
+def _succeeded(kube: KubeApi, flavour: str, namespace: str, name: str) -> dict | None:
+    machine = kube.get(f"{machine_collection(flavour, namespace)}/{name}")
+    return next((c for c in machine.get("status", {}).get("conditions") or [] if c["type"] == "PreDrainEtcdQuorumSucceeded"), None)
+
+
+def _hook_events(kube: KubeApi, namespace: str, name: str) -> list[dict]:
+    events = kube.list(f"/api/v1/namespaces/{namespace}/events", field_selector=f"involvedObject.name={name}")
+    return [e for e in events if e.get("reason") == "HookSucceeded"]
+
+
+def test_release_records_the_success_then_removes_the_hook(flavour, namespace, make_machine, run_module, kube) -> None:
+    hooks = {"preDrain": [("etcd-quorum", "etcd-guard"), ("other-owners-hook", "someone-else")]}
+    machine = make_machine(namespace, hooks=hooks)["metadata"]["name"]
+    args = {"machine": machine, "namespace": namespace, "point": "preDrain", "name": "etcd-quorum", "state": "released"}
+
+    before = resource_version(kube, flavour, namespace, machine)
+    preview = run_module("machine_hook", args, check=True)
+    assert preview["changed"] is True and preview["machines"][0]["action"] == "removed"
+    assert resource_version(kube, flavour, namespace, machine) == before, "check mode wrote to the Machine"
+    assert _hook_events(kube, namespace, machine) == []
+
+    released = run_module("machine_hook", args, diff=True)
+    assert released["changed"] is True, released
+    entry = released["machines"][0]
+    assert (entry["action"], entry["condition_changed"]) == ("removed", True)
+    condition = _succeeded(kube, flavour, namespace, machine)
+    assert (condition["status"], condition["reason"], condition["message"]) == ("True", "HookSucceeded", "preDrain hook etcd-quorum of etcd-guard succeeded")
+    assert stored_hooks(kube, flavour, namespace, machine, "preDrain") == {"other-owners-hook": "someone-else"}
+    [event] = _hook_events(kube, namespace, machine)
+    assert (event["type"], event["message"]) == ("Normal", "preDrain hook etcd-quorum of etcd-guard succeeded")
+
+    before = resource_version(kube, flavour, namespace, machine)
+    again = run_module("machine_hook", args)
+    assert again["changed"] is False
+    assert resource_version(kube, flavour, namespace, machine) == before, "a second release wrote to the Machine"
+    assert len(_hook_events(kube, namespace, machine)) == 1
+
+
+def test_release_after_a_run_that_recorded_the_success_only_removes_the_hook(flavour, namespace, make_machine, run_module, kube) -> None:
+    machine = make_machine(namespace, hooks={"preDrain": [("etcd-quorum", "etcd-guard")]})["metadata"]["name"]
+    recorded = run_module(
+        "machine_condition",
+        {"machine": machine, "namespace": namespace, "hook": {"point": "preDrain", "name": "etcd-quorum"}, "reason": "HookSucceeded", "msg": "moved"},
+    )
+    assert recorded["changed"] is True
+
+    released = run_module("machine_hook", {"machine": machine, "namespace": namespace, "point": "preDrain", "name": "etcd-quorum", "state": "released"})
+
+    assert released["machines"][0]["condition_changed"] is False
+    assert _succeeded(kube, flavour, namespace, machine)["message"] == "moved"
+    assert stored_hooks(kube, flavour, namespace, machine, "preDrain") == {}
+    assert _hook_events(kube, namespace, machine) == []
+
+
 def test_check_mode_predicts_and_changes_nothing(flavour, namespace, make_machine, run_module, kube) -> None:
     machine = make_machine(namespace)["metadata"]["name"]
     before = resource_version(kube, flavour, namespace, machine)

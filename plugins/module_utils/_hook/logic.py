@@ -7,11 +7,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from ansible_collections.lifecycle.machine.plugins.module_utils._machine.conditions import hook_condition_type
 from ansible_collections.lifecycle.machine.plugins.module_utils._machine.flavour import Flavour, flavour_for, hooks_summary, machine_label
 from ansible_collections.lifecycle.machine.plugins.module_utils._machine.selection import MachineSelection, selection_errors
 from ansible_collections.lifecycle.machine.plugins.module_utils._options.logic import check_options
 
 ADDED, REOWNED, REMOVED, NONE = "added", "reowned", "removed", "none"
+# What a hook-implementing controller records when its work succeeded (docs/behaviour.md §6).
+SUCCEEDED_REASON = "HookSucceeded"
 
 
 @dataclass(frozen=True)
@@ -24,11 +27,14 @@ class HookRequest:
     present: bool = True
     selection: MachineSelection = field(default_factory=MachineSelection)
     check_mode: bool = False
+    released: bool = False
+    msg: str | None = None
 
     @classmethod
     def from_params(cls, params: dict, check_mode: bool) -> HookRequest:
         """The request of a task; MachineError when the options would choose every Machine."""
-        check_options("machine_hook", params, (), errors=selection_errors(params, writes=True))
+        misplaced = ["msg is only used with state=released"] if params.get("msg") is not None and params["state"] != "released" else []
+        check_options("machine_hook", params, (), errors=[*selection_errors(params, writes=True), *misplaced])
         return cls(
             point=params["point"],
             name=params["name"],
@@ -36,6 +42,8 @@ class HookRequest:
             present=params["state"] == "present",
             selection=MachineSelection.from_params(params),
             check_mode=check_mode,
+            released=params["state"] == "released",
+            msg=params.get("msg"),
         )
 
     @property
@@ -46,6 +54,19 @@ class HookRequest:
     @property
     def verb(self) -> str:
         return "add" if self.present else "remove"
+
+    @property
+    def condition_type(self) -> str:
+        """``<Point><HookName>Succeeded``, which a release sets to True."""
+        return hook_condition_type(self.point, self.name)
+
+
+def success_condition(request: HookRequest, machine: dict) -> dict:
+    """The condition a release records: the hook's work succeeded (its owner named from the Machine when it still has the hook)."""
+    found = flavour_for(machine).find_hook(machine, request.point, request.name)
+    owner = found.owner if found else request.owner
+    message = request.msg or (f"{request.point} hook {request.name} of {owner} succeeded" if owner else f"{request.point} hook {request.name} succeeded")
+    return {"type": request.condition_type, "status": "True", "reason": SUCCEEDED_REASON, "message": message}
 
 
 def hook_action(machine: dict, request: HookRequest) -> str:
@@ -60,7 +81,10 @@ def hook_action(machine: dict, request: HookRequest) -> str:
 
 def refusal(machine: dict, request: HookRequest) -> str | None:
     """The message refusing the write on this Machine, or None when it may go ahead."""
-    errors = flavour_for(machine).hook_write_errors(machine, request.point, request.name, request.written_owner)
+    flavour = flavour_for(machine)
+    errors = flavour.hook_write_errors(machine, request.point, request.name, request.written_owner)
+    if request.released and not errors:
+        errors = flavour.condition_errors(request.condition_type, SUCCEEDED_REASON, success_condition(request, machine)["message"])
     if not errors:
         return None
     return f"Cannot {request.verb} {request.point} hook {request.name} on Machine {machine_label(machine)}: {'; '.join(errors)}"

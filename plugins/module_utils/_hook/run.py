@@ -5,11 +5,13 @@ then write the hook to each with optimistic concurrency."""
 
 from __future__ import annotations
 
+from ansible_collections.lifecycle.machine.plugins.module_utils._condition.logic import patch_builder
 from ansible_collections.lifecycle.machine.plugins.module_utils._errors import MachineError
-from ansible_collections.lifecycle.machine.plugins.module_utils._hook.logic import HookChange, HookRequest, refusal, stored
+from ansible_collections.lifecycle.machine.plugins.module_utils._hook.logic import SUCCEEDED_REASON, HookChange, HookRequest, refusal, stored, success_condition
 from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.client import KubeApi
-from ansible_collections.lifecycle.machine.plugins.module_utils._machine.api import select_machines, update_with_retry
+from ansible_collections.lifecycle.machine.plugins.module_utils._machine.api import emit_event, select_machines, update_with_retry
 from ansible_collections.lifecycle.machine.plugins.module_utils._machine.flavour import OPENSHIFT, flavour_for, hooks_summary, machine_label
+from ansible_collections.lifecycle.machine.plugins.module_utils._timeutil import now
 
 
 def manage_hook(api: KubeApi, request: HookRequest) -> dict:
@@ -25,7 +27,11 @@ def manage_hook(api: KubeApi, request: HookRequest) -> dict:
 
     results, before, after = [], {}, {}
     for machine in machines:
+        recorded = _record_success(api, machine, request) if request.released else None
         entry, diff = _write(api, machine, request)
+        if recorded is not None:
+            entry.update(recorded)
+            entry["changed"] = entry["changed"] or recorded["condition_changed"]
         results.append(entry)
         if diff:
             before[machine_label(machine)], after[machine_label(machine)] = diff
@@ -59,3 +65,22 @@ def _write(api: KubeApi, machine: dict, request: HookRequest) -> tuple[dict, tup
         "hooks": hooks,
     }
     return entry, ((change.before, hooks) if patch is not None else None)
+
+
+def _record_success(api: KubeApi, machine: dict, request: HookRequest) -> dict:
+    """A release's first write: ``<Point><HookName>Succeeded=True`` with a HookSucceeded Event,
+    before the hook goes, so that a run stopped in between finds the work recorded as done."""
+    flavour = flavour_for(machine)
+    condition = success_condition(request, machine)
+    seen: dict = {}
+    build = patch_builder(flavour, condition["type"], condition, now(), seen)
+
+    def unless_recorded(current: dict) -> dict | None:
+        # Success already recorded (a release run again, whatever its message said): leave it.
+        found = flavour.custom_condition(current, condition["type"]) or {}
+        return None if (found.get("status"), found.get("reason")) == ("True", SUCCEEDED_REASON) else build(current)
+
+    updated, patch = update_with_retry(api, machine, unless_recorded, status=True, dry_run=request.check_mode)
+    if patch is not None:
+        emit_event(api, updated, "Normal", SUCCEEDED_REASON, condition["message"], dry_run=request.check_mode)
+    return {"condition": flavour.custom_condition(updated, condition["type"]) or condition, "condition_changed": patch is not None}
