@@ -55,12 +55,22 @@ options:
       - 0 to 31536000 (a year); a value out of range fails the task before anything is read.
     type: int
     default: 120
+  query:
+    description:
+      - A JMESPath expression over the list of Machines read (each in the shape of RV(machines)) that picks the ones to
+        report, and with O(wait=true) to wait for - a filter such as V([?phase=='Failed']).
+      - It must give Machines back (entries of that list); a projection to other values fails the task.
+      - Timestamps are RFC 3339 strings in UTC, so they compare in time order as strings - a time computed in the
+        playbook (see the examples) finds the Machines held at a gate for longer than an hour.
+      - Needs the C(jmespath) Python library on the host that runs the module.
+    type: str
 extends_documentation_fragment:
   - kubernetes.core.k8s_auth_options
   - lifecycle.machine.machines
 requirements:
   - python >= 3.11
   - kubernetes >= 24.2.0
+  - jmespath >= 1.0.1 (for O(query))
 notes:
   - With neither O(machine) nor O(label_selectors), every Machine of O(namespace) (or of the cluster) is read.
   - A Machine named by O(machine) that does not exist is not an error - RV(machines) is empty - and with O(wait=true)
@@ -91,6 +101,22 @@ EXAMPLES = r"""
     namespace: default
     wait: true
     wait_for: drainable
+
+- name: The Machines of MachineSet md-0 whose Node is not healthy (Cluster API's NodeHealthy condition)
+  lifecycle.machine.machine_info:
+    namespace: default
+    label_selectors:
+      - cluster.x-k8s.io/set-name=md-0
+    query: "[?conditions[?type=='NodeHealthy' && status!='True']]"
+  register: unhealthy
+
+- name: The Machines held at a deletion gate for more than an hour
+  lifecycle.machine.machine_info:
+    namespace: openshift-machine-api
+    query: >-
+      [?deleting && deletion_timestamp < '{{ '%Y-%m-%dT%H:%M:%SZ' | strftime(now().timestamp() - 3600, utc=true) }}'
+         && (hooks.preDrain[0] || hooks.preTerminate[0])]
+  register: stuck
 """
 
 RETURN = r"""
@@ -179,6 +205,7 @@ def main():
         wait={"type": "bool", "default": False},
         wait_for={"type": "str", "default": "deleted", "choices": list(WAIT_STATES)},
         wait_timeout={"type": "int", "default": 120},
+        query={"type": "str"},
     )
     module = new_module(argument_spec, supports_check_mode=True, mutually_exclusive=[("machine", "label_selectors")])
     run(module, lambda api: read_machines(api, InfoRequest.from_params(module.params)))

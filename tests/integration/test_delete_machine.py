@@ -228,3 +228,18 @@ def test_hook_controllers_and_the_role_together(flavour, kube, victim, run_playb
     for hook in ("backup", "flush-logs"):
         runs = kube.list(f"/api/v1/namespaces/{v.namespace}/configmaps", label_selector=f"lm-work={hook}")
         assert len(runs) == 1, f"{hook} ran {len(runs)} times"
+
+
+@pytest.mark.parametrize("flavour", ["v1beta2"], indirect=True)
+def test_a_query_chooses_the_machines_to_delete(*, flavour, kube, victim, make_machine, run_playbook) -> None:
+    """machine_query (delete_machine_query) alone picks the Machines of the namespace to delete."""
+    v = victim()
+    bystander = make_machine(v.namespace, hooks={"preDrain": [("keep-me", "bystander-ctl")]})["metadata"]["name"]
+    bystander_path = f"{machine_collection(flavour, v.namespace)}/{bystander}"
+    version = kube.get(bystander_path)["metadata"]["resourceVersion"]
+
+    result = run_playbook(PLAYBOOK, {"machine_namespace": v.namespace, "machine_query": f"[?name=='{v.name}']", "drain_timeout": 300, "terminate_timeout": 300})
+
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr
+    assert_all_gone(kube, v)
+    assert kube.get(bystander_path)["metadata"]["resourceVersion"] == version, "a Machine the query did not pick was touched"

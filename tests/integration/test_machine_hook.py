@@ -327,6 +327,24 @@ def test_machine_info_reports_hooks_and_gates(flavour, namespace, make_machine, 
         assert described["cluster_name"] == "lm-test"
 
 
+def test_machine_info_query_picks_the_machines_held_at_a_gate(flavour, namespace, make_machine, run_module, kube) -> None:
+    held = make_machine(namespace, hooks={"preTerminate": [("flush-logs", "log-shipper")]})["metadata"]["name"]
+    make_machine(namespace)
+    _delete_keeping(kube, flavour, namespace, held)
+    long_ago = "1970-01-01T00:00:00Z"
+
+    found = run_module("machine_info", {"namespace": namespace, "query": "[?deleting && hooks.preTerminate[0]]"})
+    assert [m["name"] for m in found["machines"]] == [held]
+    old = run_module("machine_info", {"namespace": namespace, "query": f"[?deleting && deletion_timestamp < '{long_ago}']"})
+    assert old["machines"] == [], "a deletion that started now is not an old one"
+
+    waited = run_module("machine_info", {"namespace": namespace, "query": "[?deleting]", "wait": True, "wait_for": "deleting", "wait_timeout": 10})
+    assert [m["name"] for m in waited["machines"]] == [held], "only the Machines the query chose are waited for"
+
+    projection = run_module("machine_info", {"namespace": namespace, "query": "[].name"})
+    assert projection["failed"] and "must select Machines" in projection["msg"]
+
+
 def test_machine_info_drained_gate_follows_conditions(flavour, namespace, make_machine, run_module, kube) -> None:
     machine = make_machine(namespace)["metadata"]["name"]
     path = f"{machine_collection(flavour, namespace)}/{machine}"

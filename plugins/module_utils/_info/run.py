@@ -7,7 +7,7 @@ from __future__ import annotations
 import time
 
 from ansible_collections.lifecycle.machine.plugins.module_utils._errors import MachineError
-from ansible_collections.lifecycle.machine.plugins.module_utils._info.logic import InfoRequest, describe, reached
+from ansible_collections.lifecycle.machine.plugins.module_utils._info.logic import InfoRequest, describe, reached, select_by_query
 from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.client import KubeApi
 from ansible_collections.lifecycle.machine.plugins.module_utils._machine.api import get_machine, select_machines, wait_for_machine
 from ansible_collections.lifecycle.machine.plugins.module_utils._machine.flavour import machine_label
@@ -27,6 +27,9 @@ def read_machines(api: KubeApi, request: InfoRequest) -> dict:
         machines = [machine]
     else:
         machines = select_machines(api, selection)
+    if request.query is not None:
+        chosen = {(v["namespace"], v["name"], v["api_version"]) for v in select_by_query([describe(m) for m in machines], request.query)}
+        machines = [m for m in machines if (m["metadata"].get("namespace"), m["metadata"]["name"], m["apiVersion"]) in chosen]
     if not request.wait:
         return {"changed": False, "machines": [describe(m) for m in machines]}
     started = time.monotonic()
