@@ -111,17 +111,7 @@ def setup(kube: KubeApi, namespace: str, run: str, count: int) -> None:
 
 
 def delete(kubeconfig: str, namespace: str, run: str, concurrency: int) -> tuple[float, str]:
-    env = dict(os.environ)
-    env.update(
-        {
-            "ANSIBLE_COLLECTIONS_PATH": str(cluster_tool.collections_root()),
-            "K8S_AUTH_KUBECONFIG": kubeconfig,
-            "ANSIBLE_LOCALHOST_WARNING": "false",
-            "ANSIBLE_INVENTORY_UNPARSED_WARNING": "false",
-            "ANSIBLE_PYTHON_INTERPRETER": sys.executable,
-            "ANSIBLE_CALLBACKS_ENABLED": "ansible.posix.profile_tasks",
-        }
-    )
+    env = cluster_tool.ansible_environment(kubeconfig, ANSIBLE_CALLBACKS_ENABLED="ansible.posix.profile_tasks")
     extra = {"machine_label_selector": f"lm-bench={run}", "machine_namespace": namespace, "concurrency": concurrency, "drain_timeout": 300}
     command = [str(Path(sys.executable).parent / "ansible-playbook"), "-i", "localhost,", "-c", "local", str(REPO / "playbooks" / "delete_machine.yml")]
     command += ["-e", json.dumps(extra)]

@@ -217,18 +217,7 @@ def practical_bound(kube: KubeApi, namespace: str, node: str, ordered: bool) -> 
 
 
 def run_module(kubeconfig: str, params: dict) -> tuple[dict, float]:
-    env = dict(os.environ)
-    env.update(
-        {
-            "ANSIBLE_COLLECTIONS_PATH": str(cluster_tool.collections_root()),
-            "K8S_AUTH_KUBECONFIG": kubeconfig,
-            "ANSIBLE_LOCALHOST_WARNING": "false",
-            "ANSIBLE_INVENTORY_UNPARSED_WARNING": "false",
-            "ANSIBLE_LOAD_CALLBACK_PLUGINS": "1",
-            "ANSIBLE_STDOUT_CALLBACK": "ansible.posix.json",
-            "ANSIBLE_PYTHON_INTERPRETER": sys.executable,
-        }
-    )
+    env = cluster_tool.ansible_environment(kubeconfig, ANSIBLE_LOAD_CALLBACK_PLUGINS="1", ANSIBLE_STDOUT_CALLBACK="ansible.posix.json")
     command = [str(Path(sys.executable).parent / "ansible"), "localhost", "-c", "local", "-i", "localhost,", "-m", "lifecycle.machine.machine_drain"]
     command += ["-a", json.dumps(params)]
     started = time.monotonic()

@@ -70,20 +70,6 @@ def log(text: str) -> None:
     print(text, flush=True)
 
 
-def ansible_env(kubeconfig: str) -> dict:
-    env = dict(os.environ)
-    env.update(
-        {
-            "ANSIBLE_COLLECTIONS_PATH": str(cluster_tool.collections_root()),
-            "K8S_AUTH_KUBECONFIG": kubeconfig,
-            "ANSIBLE_LOCALHOST_WARNING": "false",
-            "ANSIBLE_INVENTORY_UNPARSED_WARNING": "false",
-            "ANSIBLE_PYTHON_INTERPRETER": sys.executable,
-        }
-    )
-    return env
-
-
 class Bench:
     def __init__(self, kube: KubeApi, kubeconfig: str, workdir: Path):
         self.kube, self.kubeconfig, self.workdir = kube, kubeconfig, workdir
@@ -109,7 +95,7 @@ class Bench:
     def with_rulebook(self, count: int) -> list[float]:
         variables = {"hook_owner": OWNER, "hook_name": HOOK, "hook_points": ["preDrain"], "machine_namespace": self.namespace}
         variables["hook_tasks_file"] = str(self.work)
-        rulebook = Rulebook("lifecycle.machine.serve_gates", variables, ansible_env(self.kubeconfig), self.workdir / "rulebook")
+        rulebook = Rulebook("lifecycle.machine.serve_gates", variables, cluster_tool.ansible_environment(self.kubeconfig), self.workdir / "rulebook")
         latencies = []
         try:
             rulebook.start()
@@ -132,7 +118,7 @@ class Bench:
             path = self.machine(name)
             command = [str(Path(sys.executable).parent / "ansible-playbook"), "-i", "localhost,", str(play)]
             command += ["-e", json.dumps({"machine": name, "namespace": self.namespace})]
-            proc = subprocess.Popen(command, env=ansible_env(self.kubeconfig), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+            proc = subprocess.Popen(command, env=cluster_tool.ansible_environment(self.kubeconfig), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
             try:
                 time.sleep(6)  # the run is waiting at the gate by now
                 self.kube.delete(path)

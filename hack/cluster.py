@@ -92,6 +92,29 @@ def collections_root() -> Path:
     return root
 
 
+def ansible_environment(kubeconfig: str | Path, **extra: str) -> dict:
+    """The environment of an Ansible run against the control plane of ``kubeconfig``
+    (tests, benchmarks, the demo, the chaos soak): this checkout as the collection,
+    the kubeconfig as kubernetes.core's ``K8S_AUTH_KUBECONFIG`` (no other
+    ``K8S_AUTH_*`` variable of the caller's), the Python running this for the
+    modules, plain output; ``extra`` on top."""
+    env = {name: value for name, value in os.environ.items() if not name.startswith("K8S_AUTH_")}
+    env.update(
+        {
+            "ANSIBLE_COLLECTIONS_PATH": str(collections_root()),
+            "K8S_AUTH_KUBECONFIG": str(kubeconfig),
+            "ANSIBLE_PYTHON_INTERPRETER": sys.executable,
+            "ANSIBLE_LOCALHOST_WARNING": "false",
+            "ANSIBLE_INVENTORY_UNPARSED_WARNING": "false",
+            "ANSIBLE_NOCOLOR": "1",
+            "ANSIBLE_FORCE_COLOR": "0",
+            "ANSIBLE_RETRY_FILES_ENABLED": "false",
+        }
+    )
+    env.update(extra)
+    return env
+
+
 def kubernetes_version() -> str:
     """The Kubernetes release the control plane is built from (tools/controlplane/go.mod)."""
     for line in (REPO / "tools" / "controlplane" / "go.mod").read_text().splitlines():

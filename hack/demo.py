@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import subprocess
 import sys
 import threading
@@ -218,18 +217,7 @@ class Timeline(threading.Thread):
 
 
 def ansible_env() -> dict:
-    env = dict(os.environ)
-    env.update(
-        {
-            "ANSIBLE_COLLECTIONS_PATH": str(cluster_tool.collections_root()),
-            "K8S_AUTH_KUBECONFIG": str(KUBECONFIG),
-            "ANSIBLE_LOCALHOST_WARNING": "false",
-            "ANSIBLE_INVENTORY_UNPARSED_WARNING": "false",
-            "ANSIBLE_PYTHON_INTERPRETER": sys.executable,
-            "ANSIBLE_DISPLAY_SKIPPED_HOSTS": "false",
-        }
-    )
-    return env
+    return cluster_tool.ansible_environment(KUBECONFIG, ANSIBLE_DISPLAY_SKIPPED_HOSTS="false", ANSIBLE_NOCOLOR="0")
 
 
 def playbook(name: str, extra: dict, prefix: str) -> subprocess.Popen:

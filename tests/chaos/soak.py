@@ -275,20 +275,7 @@ class Soak:
         return extra
 
     def _env(self, kubeconfig: str) -> dict:
-        env = {k: v for k, v in os.environ.items() if not k.startswith("K8S_AUTH_")}
-        env.update(
-            {
-                "ANSIBLE_COLLECTIONS_PATH": str(cluster_tool.collections_root()),
-                "K8S_AUTH_KUBECONFIG": kubeconfig,
-                "ANSIBLE_LOCALHOST_WARNING": "false",
-                "ANSIBLE_INVENTORY_UNPARSED_WARNING": "false",
-                "ANSIBLE_NOCOLOR": "1",
-                "ANSIBLE_FORCE_COLOR": "0",
-                "ANSIBLE_RETRY_FILES_ENABLED": "false",
-                "ANSIBLE_PYTHON_INTERPRETER": sys.executable,
-            }
-        )
-        return env
+        return cluster_tool.ansible_environment(kubeconfig)
 
     def stop(self) -> None:
         """End everything the current run started: the playbook and its processes, the actors, the watches, the proxy."""

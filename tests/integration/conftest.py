@@ -198,19 +198,8 @@ def make_node(kube: KubeApi) -> Callable[..., str]:
 
 
 def ansible_env(kubeconfig: str) -> dict:
-    env = dict(os.environ)
-    env.update(
-        {
-            "ANSIBLE_COLLECTIONS_PATH": str(COLLECTIONS_ROOT),
-            "K8S_AUTH_KUBECONFIG": kubeconfig,
-            "ANSIBLE_LOCALHOST_WARNING": "false",
-            "ANSIBLE_INVENTORY_UNPARSED_WARNING": "false",
-            "ANSIBLE_NOCOLOR": "1",
-            "ANSIBLE_FORCE_COLOR": "0",
-            "ANSIBLE_RETRY_FILES_ENABLED": "false",
-        }
-    )
-    return env
+    """The environment of an Ansible run a test starts (``cluster.ansible_environment``)."""
+    return cluster_tool.ansible_environment(kubeconfig)
 
 
 @pytest.fixture(scope="session")
