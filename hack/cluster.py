@@ -92,6 +92,19 @@ def collections_root() -> Path:
     return root
 
 
+def restore_sigint() -> None:
+    """Let SIGINT interrupt this process and the programs it starts again.
+
+    A program started in the background of a non-interactive shell (a CI
+    script's ``cmd &``) inherits SIGINT ignored, and hands that on to every
+    ansible-playbook it starts: one interrupted before Ansible installs its own
+    handler would carry on as if nothing happened, and a test or the soak that
+    cancels runs with SIGINT would measure the shell, not the collection.
+    """
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
 def ansible_environment(kubeconfig: str | Path, **extra: str) -> dict:
     """The environment of an Ansible run against the control plane of ``kubeconfig``
     (tests, benchmarks, the demo, the chaos soak): this checkout as the collection,

@@ -292,6 +292,7 @@ class Soak:
 
 
 def main(argv: list[str]) -> int:
+    cluster_tool.restore_sigint()  # the soak kills runs with SIGINT: they must not inherit it ignored
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--runs", type=int, default=200)
     parser.add_argument("--seed", type=int, default=None, help="seed of the whole soak (default: random, printed)")

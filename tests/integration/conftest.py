@@ -26,6 +26,8 @@ sys.path.insert(0, str(REPO / "hack"))
 import cluster as cluster_tool
 
 COLLECTIONS_ROOT = cluster_tool.collections_root()
+# Tests cancel runs with SIGINT, as AWX does: the runs must not inherit it ignored.
+cluster_tool.restore_sigint()
 sys.path.insert(0, str(COLLECTIONS_ROOT))
 
 from khelpers import OPENSHIFT_MACHINES, capi_machine, capi_path, fake_node, kill_tree, node_ready, openshift_machine, wait_for
