@@ -26,6 +26,7 @@ import contextlib
 import json
 import os
 import shutil
+import signal
 import sys
 import time
 from collections import Counter
@@ -293,6 +294,8 @@ class Soak:
 
 def main(argv: list[str]) -> int:
     cluster_tool.restore_sigint()  # the soak kills runs with SIGINT: they must not inherit it ignored
+    # A soak stopped with SIGTERM stops its runs and its control plane as one stopped with Ctrl-C does.
+    signal.signal(signal.SIGTERM, lambda _signum, _frame: sys.exit(143))
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--runs", type=int, default=200)
     parser.add_argument("--seed", type=int, default=None, help="seed of the whole soak (default: random, printed)")
