@@ -68,15 +68,15 @@ class GateSource:
 
     def _follow(self, api_version: str) -> None:
         failures = 0
+
+        def listed(machines: list[dict]) -> None:
+            nonlocal failures
+            failures = 0  # the API answers again: the next failure starts with a short pause
+            self._listed(api_version, machines)
+
         while not self.api.cancelled:
             try:
-                follow_machines(
-                    self.api,
-                    api_version,
-                    self.request,
-                    on_list=lambda machines, version=api_version: self._listed(version, machines),
-                    on_change=self._changed,
-                )
+                follow_machines(self.api, api_version, self.request, on_list=listed, on_change=self._changed)
             except Cancelled:
                 return
             except (ApiError, MachineError) as exc:

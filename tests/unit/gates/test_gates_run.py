@@ -101,3 +101,24 @@ def test_cancelling_stops_the_threads() -> None:
     fake.cancelled = True
     source._follow(OPENSHIFT)  # returns at once
     assert source.failure is None
+
+
+def test_pauses_grow_while_failures_go_on_and_start_short_again_once_the_api_answers() -> None:
+    fake, source, _events = world()
+    fake.put(f"{MACHINES}/m-1", openshift({"preDrain": [("backup", "ctl")]}, name="m-1"))
+    unavailable = FakeKube.error(503, "etcdserver: request timed out")
+    fake.fail("GET", MACHINES, unavailable, unavailable, unavailable)  # three lists fail, the fourth answers
+    fake.fail("GET", MACHINES + "?watch", unavailable)  # then the watch fails once
+    pauses: list[float] = []
+    sleep = fake.sleep
+
+    def timed_sleep(seconds: float) -> None:
+        pauses.append(seconds)
+        sleep(seconds)
+
+    fake.sleep = timed_sleep
+    cancel_at(fake, WATCH, 2)
+
+    source._follow(OPENSHIFT)
+
+    assert pauses[:4] == [1, 2, 5, 1]
