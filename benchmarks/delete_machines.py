@@ -38,17 +38,6 @@ def log(text: str) -> None:
     print(text, flush=True)
 
 
-def wait_for(predicate, timeout: float, what: str):
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise SystemExit(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(0.5)
-
-
 def node_ready(node: dict | None) -> bool:
     return any(c.get("type") == "Ready" and c.get("status") == "True" for c in ((node or {}).get("status") or {}).get("conditions") or [])
 
@@ -73,7 +62,7 @@ def machine(name: str, run: str, node: str | None = None, control_plane: bool = 
 def setup(kube: KubeApi, namespace: str, run: str, count: int) -> None:
     """``count`` worker Machines, each on a kwok Node with 3 Pods, in a Cluster with a control-plane Machine."""
     kube.create("/api/v1/namespaces", {"metadata": {"name": namespace}}, exists_ok=True)
-    wait_for(lambda: kube.get(f"/api/v1/namespaces/{namespace}/serviceaccounts/default"), 60, "the namespace's default ServiceAccount")
+    cluster_tool.poll(lambda: kube.get(f"/api/v1/namespaces/{namespace}/serviceaccounts/default"), 60, "the namespace's default ServiceAccount")
     kube.create(f"/apis/{CAPI}/namespaces/{namespace}/clusters", {"apiVersion": CAPI, "kind": "Cluster", "metadata": {"name": "lm-bench"}}, exists_ok=True)
     kube.create(f"/apis/{CAPI}/namespaces/{namespace}/machines", machine("control-plane-0", run, control_plane=True), exists_ok=True)
     nodes = []
@@ -101,13 +90,13 @@ def setup(kube: KubeApi, namespace: str, run: str, count: int) -> None:
                 "spec": {"nodeName": name, "terminationGracePeriodSeconds": GRACE_SECONDS, "containers": [{"name": "c", "image": "bench"}]},
             }
             kube.create(f"/api/v1/namespaces/{namespace}/pods", pod)
-    wait_for(lambda: all(node_ready(kube.get(f"/api/v1/nodes/{n}")) for n in nodes), 120, "Nodes Ready")
+    cluster_tool.poll(lambda: all(node_ready(kube.get(f"/api/v1/nodes/{n}")) for n in nodes), 120, "Nodes Ready")
 
     def running() -> bool:
         pods = kube.list(f"/api/v1/namespaces/{namespace}/pods", label_selector="app=bench")
         return sum(1 for p in pods if (p.get("status") or {}).get("phase") == "Running") >= count * PODS_PER_MACHINE
 
-    wait_for(running, 120, "Pods running")
+    cluster_tool.poll(running, 120, "Pods running")
 
 
 def delete(kubeconfig: str, namespace: str, run: str, concurrency: int) -> tuple[float, str]:

@@ -49,17 +49,6 @@ def log(text: str) -> None:
     print(text, flush=True)
 
 
-def wait_for(predicate, timeout: float, what: str):
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise SystemExit(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(0.5)
-
-
 def kwok_node(name: str, pool: str) -> dict:
     return {
         "apiVersion": "v1",
@@ -84,7 +73,7 @@ def setup(kube: KubeApi, namespace: str, node: str, spare: str, budgets: bool = 
     kube.create("/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
     for name in (node, spare):
         kube.create("/api/v1/nodes", kwok_node(name, pool))
-    wait_for(lambda: all(ready(kube.get(f"/api/v1/nodes/{n}")) for n in (node, spare)), 60, "Nodes Ready")
+    cluster_tool.poll(lambda: all(ready(kube.get(f"/api/v1/nodes/{n}")) for n in (node, spare)), 60, "Nodes Ready")
     # Everything starts on the Node to drain; the spare takes the replacements.
     kube.patch(f"/api/v1/nodes/{spare}", {"spec": {"unschedulable": True}})
     for name, replicas, grace, _order, budget in BATCHES:
@@ -125,7 +114,7 @@ def setup(kube: KubeApi, namespace: str, node: str, spare: str, budgets: bool = 
         pods = kube.list(f"/api/v1/namespaces/{namespace}/pods")
         return sum(1 for p in pods if ready(p) and p["spec"].get("nodeName") == node) == total
 
-    wait_for(all_running, 300, f"{total} Pods Ready on {node}")
+    cluster_tool.poll(all_running, 300, f"{total} Pods Ready on {node}")
 
     def budgets_observed() -> bool:
         for name, replicas, *_rest in BATCHES if budgets else []:
@@ -135,7 +124,7 @@ def setup(kube: KubeApi, namespace: str, node: str, spare: str, budgets: bool = 
                 return False
         return True
 
-    wait_for(budgets_observed, 120, "PodDisruptionBudgets observed")
+    cluster_tool.poll(budgets_observed, 120, "PodDisruptionBudgets observed")
     kube.patch(f"/api/v1/nodes/{spare}", {"spec": {"unschedulable": None}})
 
 

@@ -105,6 +105,40 @@ def restore_sigint() -> None:
         signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
+def poll(predicate, timeout: float, what: str, interval: float = 0.25, error: type[Exception] = TimeoutError):
+    """Call ``predicate`` every ``interval`` seconds until it returns something
+    truthy, and return that; raise ``error`` naming ``what`` after ``timeout`` s.
+    The one wait of the tests, benchmarks and the soak."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise error(f"timed out after {timeout:.0f}s waiting for {what}")
+        time.sleep(interval)
+
+
+def marked_processes(variable: str, value: str) -> list[tuple[int, str]]:
+    """(pid, command) of the processes, but this one, whose environment holds
+    ``variable=value``: how the tests and the soak find every process a run
+    started, even after its parent is gone."""
+    wanted = f"{variable}={value}".encode()
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            if wanted not in (entry / "environ").read_bytes().split(b"\0"):
+                continue
+            command = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace").strip()
+        except OSError:
+            continue
+        if command:
+            found.append((int(entry.name), command))
+    return found
+
+
 def ansible_environment(kubeconfig: str | Path, **extra: str) -> dict:
     """The environment of an Ansible run against the control plane of ``kubeconfig``
     (tests, benchmarks, the demo, the chaos soak): this checkout as the collection,

@@ -30,9 +30,11 @@ ORPHAN_SECONDS = 15.0
 ATTEMPT_TIMEOUT = 600.0
 
 TESTS = Path(__file__).resolve().parents[1]
-if str(TESTS / "integration") not in sys.path:
-    sys.path.append(str(TESTS / "integration"))
+for extra in (TESTS / "integration", TESTS.parent / "hack"):
+    if str(extra) not in sys.path:
+        sys.path.append(str(extra))
 
+import cluster as cluster_tool
 from khelpers import kill_tree
 
 
@@ -65,20 +67,7 @@ class Attempt:
 
 def marked(mark: str) -> list[tuple[int, str]]:
     """(pid, command) of the processes whose environment carries ``MARK=mark``."""
-    wanted = f"{MARK}={mark}".encode()
-    found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit() or int(entry.name) == os.getpid():
-            continue
-        try:
-            if wanted not in (entry / "environ").read_bytes().split(b"\0"):
-                continue
-            command = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace").strip()
-        except OSError:
-            continue
-        if command:
-            found.append((int(entry.name), command))
-    return found
+    return cluster_tool.marked_processes(MARK, mark)
 
 
 class Runner:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
+import cluster as cluster_tool
 from scenario import CLASS_LABEL, EXPECT_LABEL, RULES, RUN_LABEL, Scenario, Workload
 
 ANCHOR = "chaos-anchor"
@@ -30,15 +31,8 @@ class SetupError(RuntimeError):
     """The run's world could not be built (not a finding about the collection)."""
 
 
-def wait_until(predicate, timeout: float, what: str, interval: float = 0.25) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise SetupError(f"timed out after {timeout:.0f}s waiting for {what}")
-        time.sleep(interval)
+def wait_until(predicate, timeout: float, what: str) -> Any:
+    return cluster_tool.poll(predicate, timeout, what, error=SetupError)
 
 
 def hooks_of(flavour: str, machine: dict | None) -> set[tuple[str, str, str]]:

@@ -308,20 +308,7 @@ os.environ[SESSION_MARK] = f"{os.getpid()}-{uuid.uuid4().hex[:8]}"
 
 def leftover_processes() -> list[tuple[int, str]]:
     """(pid, command) of processes still carrying this session's mark, but this process."""
-    wanted = f"{SESSION_MARK}={os.environ[SESSION_MARK]}".encode()
-    found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit() or int(entry.name) == os.getpid():
-            continue
-        try:
-            if wanted not in (entry / "environ").read_bytes().split(b"\0"):
-                continue
-            command = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace").strip()
-        except OSError:
-            continue
-        if command:
-            found.append((int(entry.name), command))
-    return found
+    return cluster_tool.marked_processes(SESSION_MARK, os.environ[SESSION_MARK])
 
 
 def pytest_sessionfinish(session, exitstatus) -> None:

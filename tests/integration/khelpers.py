@@ -10,6 +10,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+import cluster as cluster_tool
 import pytest
 
 
@@ -36,14 +37,7 @@ def node_ready(node: dict | None) -> bool:
 
 def wait_for(predicate: Callable[[], Any], timeout: float = 60, interval: float = 0.2, what: str = "condition") -> Any:
     """Poll ``predicate`` until it returns a truthy value; fail the test on timeout."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(interval)
+    return cluster_tool.poll(predicate, timeout, what, interval, error=pytest.fail.Exception)
 
 
 def drained_status(flavour: str) -> dict:
@@ -146,6 +140,12 @@ def pod_is_ready(pod: dict) -> bool:
     if (pod.get("metadata") or {}).get("deletionTimestamp"):
         return False
     return any(c.get("type") == "Ready" and c.get("status") == "True" for c in (pod.get("status") or {}).get("conditions") or [])
+
+
+def ready_pods_on(kube, namespace: str, selector: str, node: str) -> list[str]:
+    """Names of the Ready Pods matching ``selector`` that run on ``node``."""
+    pods = kube.list(f"/api/v1/namespaces/{namespace}/pods", label_selector=selector)
+    return [p["metadata"]["name"] for p in pods if pod_is_ready(p) and p["spec"].get("nodeName") == node]
 
 
 class PodRecorder:

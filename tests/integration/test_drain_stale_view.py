@@ -20,7 +20,7 @@ import threading
 import urllib.parse
 
 from faultproxy import is_eviction, is_watch
-from khelpers import deployment, pod_is_ready, wait_for
+from khelpers import deployment, ready_pods_on, wait_for
 from test_machine_drain import evictions
 
 GRACE = 10  # the evicted Pods stay terminating well past the drain's next passes
@@ -39,8 +39,7 @@ def test_a_pod_evicted_while_the_pod_watch_lags_is_not_evicted_again(*, kube, na
     kube.create(f"/apis/apps/v1/namespaces/{namespace}/deployments", deployment("web", 3, pool, GRACE))
 
     def ready_web(on: str) -> list[str]:
-        pods = kube.list(f"/api/v1/namespaces/{namespace}/pods", label_selector="app=web")
-        return [p["metadata"]["name"] for p in pods if pod_is_ready(p) and p["spec"].get("nodeName") == on]
+        return ready_pods_on(kube, namespace, "app=web", on)
 
     originals = wait_for(lambda: len(ready_web(node)) == 3 and ready_web(node), what="3 web Pods Ready")
     pdb_path = f"/apis/policy/v1/namespaces/{namespace}/poddisruptionbudgets/web"

@@ -16,7 +16,7 @@ from collections.abc import Callable
 
 import pytest
 from conftest import machine_collection
-from khelpers import PodRecorder, capi_path, deployment, pod_is_ready, wait_for
+from khelpers import PodRecorder, capi_path, deployment, pod_is_ready, ready_pods_on, wait_for
 
 from ansible_collections.lifecycle.machine.plugins.module_utils._drain.logic import TERMINATING_NAMESPACE_MESSAGE
 from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.client import KubeApi, api_from_kubeconfig
@@ -292,8 +292,7 @@ def test_deployment_behind_pdb_drains_completely(*, kube, namespace, make_node, 
     kube.create(f"/apis/apps/v1/namespaces/{namespace}/deployments", deployment("web", 3, pool, GRACE))
 
     def ready_web(on: str) -> list[str]:
-        pods = kube.list(f"/api/v1/namespaces/{namespace}/pods", label_selector="app=web")
-        return [p["metadata"]["name"] for p in pods if pod_is_ready(p) and p["spec"].get("nodeName") == on]
+        return ready_pods_on(kube, namespace, "app=web", on)
 
     originals = wait_for(lambda: len(ready_web(node)) == 3 and ready_web(node), what="3 web Pods Ready")
     create_pdb(kube, namespace, "web", selector={"app": "web"}, min_available=2, healthy=3)
