@@ -273,7 +273,9 @@ state:
   type: str
   sample: drained
 timed_out:
-  description: Present (and V(true)) when the task failed because O(wait_timeout) ran out, not for another reason.
+  description:
+    - Present (and V(true)) when the task failed because O(wait_timeout) ran out, not for another reason.
+    - Also when the API kept failing (503, dropped connections) until O(wait_timeout) ran out; the message then names the request.
   returned: when the task timed out
   type: bool
 completed:

@@ -322,7 +322,9 @@ volumes:
       description: The upstream progress message while waiting (C(Waiting for Node volumes to be detached (started at ...))).
       type: str
 timed_out:
-  description: Present (and V(true)) when the task failed because O(wait_timeout) ran out, not for another reason.
+  description:
+    - Present (and V(true)) when the task failed because O(wait_timeout) ran out, not for another reason.
+    - Also when the API kept failing (503, dropped connections) until O(wait_timeout) ran out; the message then names the request.
   returned: when the task timed out
   type: bool
 released:

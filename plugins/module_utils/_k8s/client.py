@@ -122,7 +122,7 @@ class _Attempts:
             raise self.error(failure, data)
         wait = api.policy.delay(self.count - 1, failure.retry_after)
         if api._clock() + wait >= api._window_end(self.started):
-            raise self.error(failure, data)
+            raise self.error(failure, data, out_of_time=api.deadline is not None and api._clock() + wait >= api.deadline)
         with api._lock:  # concurrent requests (a batch of evictions) share the counter
             api.retries[_retry_label(failure)] += 1
         self.ambiguous = self.ambiguous or failure.may_be_applied
@@ -131,7 +131,7 @@ class _Attempts:
             return self.verify()
         return None
 
-    def error(self, failure: Failure, data: Any) -> ApiError:
+    def error(self, failure: Failure, data: Any, out_of_time: bool = False) -> ApiError:
         return ApiError(
             failure.status,
             failure.reason,
@@ -142,6 +142,7 @@ class _Attempts:
             attempts=self.count,
             after_ambiguous=self.ambiguous,
             elapsed=self.api._clock() - self.started,
+            out_of_time=out_of_time,
         )
 
 

@@ -77,7 +77,8 @@ class ApiError(Exception):
     ``attempts`` counts the requests sent; ``after_ambiguous`` is set when an
     earlier attempt may have been applied by the server although its answer
     was lost, so that a 404 after a DELETE or a 409 after a guarded update may
-    be the effect of our own write.
+    be the effect of our own write; ``out_of_time`` is set when the failure was
+    transient and would have been retried, but the task's deadline came first.
     """
 
     def __init__(
@@ -92,6 +93,7 @@ class ApiError(Exception):
         attempts: int = 1,
         after_ambiguous: bool = False,
         elapsed: float = 0.0,
+        out_of_time: bool = False,
     ):
         self.status = status
         self.reason = reason
@@ -102,6 +104,7 @@ class ApiError(Exception):
         self.attempts = attempts
         self.after_ambiguous = after_ambiguous
         self.elapsed = elapsed
+        self.out_of_time = out_of_time
         super().__init__(self.describe())
 
     @property
@@ -127,6 +130,12 @@ class ApiError(Exception):
         if self.attempts > 1:
             text += f" (gave up after {self.attempts} attempts in {self.elapsed:.1f} s)"
         return text
+
+
+def ran_out_of_time(exc: Exception) -> dict:
+    """``{"timed_out": True}`` for an ApiError that ended a task because its
+    deadline came while the API was failing (a result's ``timed_out``), else ``{}``."""
+    return {"timed_out": True} if getattr(exc, "out_of_time", False) else {}
 
 
 class Cancelled(Exception):

@@ -276,6 +276,26 @@ def test_an_api_error_in_a_pass_fails_with_the_partial_result() -> None:
     drained = condition(fake, "Drained")
     assert (drained["status"], drained["reason"], drained["message"]) == ("False", "DrainError", f"could not drain machine: {message}")
     assert events(fake) == [("Warning", "FailedDrainNode", f'error draining Machine\'s node "{NODE}": {message}')]
+    assert "timed_out" not in partial
+
+
+@pytest.mark.parametrize("where", ["pass", "gate"])
+def test_an_api_error_that_outlasted_the_deadline_is_a_timeout(where: str) -> None:
+    fake = FakeKube()
+    shop(fake)
+    openshift_machine(fake)
+    error = FakeKube.error(503, "etcdserver: request timed out")
+    error.out_of_time = True  # the transport was still retrying when the task's deadline came
+
+    def read_fails_on_the_second_pass(method: str, path: str) -> None:
+        if (method, path) == PODS_WATCH:
+            finish_terminating_pods(fake)
+            fake.fail("GET", NODE_PATH if where == "pass" else MACHINE, error)
+
+    fake.on_request = read_fails_on_the_second_pass
+    with pytest.raises(MachineError) as failure:
+        run_drain(fake, machine_request())
+    assert failure.value.result["timed_out"] is True
 
 
 def test_an_api_error_at_the_gate_fails_with_the_partial_result() -> None:

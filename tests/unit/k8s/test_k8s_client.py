@@ -242,14 +242,24 @@ def test_retries_stop_at_the_deadline_and_never_sleep_past_it() -> None:
     assert caught.value.attempts == api.request_count > 5
     assert caught.value.elapsed == pytest.approx(clock() - 1000.0)
     assert f"gave up after {caught.value.attempts} attempts in" in str(caught.value)
+    assert caught.value.out_of_time, "the task's deadline, not the failure, ended the retries"
 
 
 def test_without_a_deadline_retries_stop_after_the_budget() -> None:
     api, client, clock = make_api(budget=12.0)
     client.always = lambda _sent: status(502)
-    with pytest.raises(ApiError):
+    with pytest.raises(ApiError) as caught:
         api.get(MACHINE)
     assert 6 < clock() - 1000.0 < 12
+    assert not caught.value.out_of_time, "a minute of failures is a failure, whatever the deadline"
+
+
+def test_a_failure_that_is_not_retried_is_not_out_of_time() -> None:
+    api, client, _clock = make_api(deadline=30)
+    client.script(status(403, "forbidden"))
+    with pytest.raises(ApiError) as caught:
+        api.get(MACHINE)
+    assert caught.value.status == 403 and not caught.value.out_of_time
 
 
 def test_a_server_never_reached_is_given_up_on_after_the_first_contact_budget() -> None:

@@ -312,6 +312,24 @@ def test_an_api_error_mid_run_fails_with_the_partial_result() -> None:
     assert "diff" in error.result and error.result["machine"]["exists"] is True
 
 
+def test_an_api_error_that_outlasted_the_deadline_is_a_timeout() -> None:
+    world = World()
+    world.machine()
+    error = FakeKube.error(503, "etcdserver: request timed out")
+    error.out_of_time = True  # the transport was still retrying when the task's deadline came
+    world.fake.fail("DELETE", INFRASTRUCTURE, error)
+    failed = failure(world)
+    assert failed.msg.startswith("Kubernetes API error: ")
+    assert failed.result["timed_out"] is True and failed.result["status"] == 503
+
+
+def test_an_api_error_that_is_not_about_time_is_no_timeout() -> None:
+    world = World()
+    world.machine()
+    world.fake.fail("DELETE", INFRASTRUCTURE, FakeKube.error(503, "etcdserver: request timed out"))
+    assert "timed_out" not in failure(world).result
+
+
 def test_an_api_error_between_two_stage_writes_keeps_the_first() -> None:
     world = World()
     world.machine()
