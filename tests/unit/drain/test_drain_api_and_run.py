@@ -10,6 +10,7 @@ from ansible_collections.lifecycle.machine.plugins.module_utils._drain.api impor
     DrainPass,
     EvictionOutcome,
     _failure,
+    evict_pods,
 )
 from ansible_collections.lifecycle.machine.plugins.module_utils._drain.logic import (
     DRAIN,
@@ -80,6 +81,43 @@ def test_terminating_namespace_gets_the_upstream_text() -> None:
 
 def test_forbidden_for_other_reasons_keeps_the_server_message() -> None:
     assert _failure(ApiError(403, "Forbidden", {"message": "denied"})) == ("denied", False)
+
+
+class _LostAnswer:
+    """A transport whose every eviction took effect on the server, its answer lost:
+    the transport asks ``verify`` what the Pod shows, as the real one does."""
+
+    def __init__(self, pod_now: dict | None) -> None:
+        self.pod_now = pod_now
+        self.verified = 0
+
+    def create(self, path, body, *, verify=None, **_options):
+        self.verified += 1
+        landed = verify()
+        assert landed is not None, "the eviction landed: the transport must not send it again"
+        return landed
+
+    def get(self, path):
+        return self.pod_now
+
+
+POD = {"metadata": {"namespace": "ns", "name": "web-1", "uid": "u-1"}, "spec": {}, "status": {}}
+
+
+@pytest.mark.parametrize(
+    "pod_now",
+    [
+        None,  # deleted at once (no grace period left)
+        {"metadata": {"namespace": "ns", "name": "web-1", "uid": "u-1", "deletionTimestamp": "2026-11-25T00:00:00Z"}},
+        {"metadata": {"namespace": "ns", "name": "web-1", "uid": "u-2"}},  # a new Pod took the name
+    ],
+    ids=["gone", "terminating", "replaced"],
+)
+def test_an_eviction_whose_answer_was_lost_but_that_took_effect_is_reported_as_evicted(pod_now) -> None:
+    api = _LostAnswer(pod_now)
+    outcome = evict_pods(api, [POD], grace_period=None)
+    assert api.verified == 1
+    assert (outcome.evicted, outcome.gone, outcome.failures) == (["ns/web-1"], [], {})
 
 
 # ---------------------------------------------------------------------------
