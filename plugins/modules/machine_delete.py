@@ -22,10 +22,11 @@ description:
     V(planned). One Machine failing never stops the others.
   - Options the task cannot act on fail it before any Machine is touched - a number out of its range, a Machine given
     twice or without a namespace, an invalid rule in O(rules), an C(api_version) that serves no Machines.
-  - With O(progress_interval) the task returns after at most that many seconds with where each Machine stands
-    (RV(progress)), so a playbook can print it and call the module again; the state lives in the API, and the time
-    budgets in RV(clock), which the next call takes back in O(clock). The C(lifecycle.machine.delete_machine) role
-    does exactly that.
+  - With O(progress_interval) the task prints where each Machine stands (RV(progress)) at least that often and goes
+    on by itself - its action plugin runs the module again with the Machines still in progress and the time budgets
+    in RV(clock) - until every Machine is done, has failed, or awaits its provider instance's termination. Rounds
+    are a loop on the controller, so a deletion held at a gate for days costs no more memory than one held for
+    minutes. The result adds up every round.
   - OpenShift Machine API Machines stop at V(awaiting_instance_termination) once their preTerminate gate is open -
     their provider instance is terminated by tasks outside the module; call again with the Machine's
     C(namespace/name) in O(instance_terminated) to delete the Node and release it.
@@ -105,8 +106,9 @@ options:
     default: {}
   progress_interval:
     description:
-      - Return after at most this many seconds with where each Machine stands (V(in_progress) ones continue on
-        the next call). V(0) works until every Machine is done, waits for its instance, or has failed.
+      - Print where each Machine stands at least this often, in seconds, while the task goes on (one round of the
+        module each time; RV(rounds) counts them). V(0) prints nothing and works in one round.
+      - In an C(async) task nothing can be printed - the task works in one round, as with V(0).
       - 0 to 31536000 (a year).
     type: int
     default: 0
@@ -140,11 +142,10 @@ EXAMPLES = r"""
     machines: "{{ pool.machines }}"
     drain_timeout: 1800
 
-- name: Or one slice at a time, printing progress every 20 seconds
+- name: Or print where each Machine stands every 20 seconds as it goes
   lifecycle.machine.machine_delete:
     machines: "{{ pool.machines }}"
     progress_interval: 20
-  register: step
 """
 
 RETURN = r"""
@@ -223,12 +224,16 @@ clock:
   description: When each Machine's drain and termination started (epoch seconds), to hand to the next call's O(clock).
   returned: always
   type: dict
+rounds:
+  description: How many rounds of O(progress_interval) seconds the task took (1 without progress rounds).
+  returned: unless the task is async
+  type: int
 elapsed_seconds:
-  description: Duration of the call.
+  description: Duration of the task (every round).
   returned: always
   type: float
 api_requests:
-  description: Requests sent to the API server by this call.
+  description: Requests sent to the API server by this task (every round).
   returned: always
   type: int
 """

@@ -151,12 +151,14 @@ options:
     default: 2
   progress_interval:
     description:
-      - With O(wait=true), return after at most this many seconds with RV(completed=false) and the progress message
-        when the drain is not done yet (or is still held at the preDrain gate), instead of going on until
-        O(wait_timeout). A playbook prints it and calls the module again (see C(playbooks/drain_node.yml)); the drain
-        goes on from the state in the API. O(wait_timeout) still bounds each call.
-      - V(0) drains until done or O(wait_timeout). A value larger than O(wait_timeout) is allowed (the call then
-        ends at O(wait_timeout)); a negative one, or one above 31536000 (a year), fails the task.
+      - With O(wait=true), print the progress message (RV(message)) at least this often, in seconds, while the drain
+        is not done yet or is held at the preDrain gate, and go on - the task's action plugin runs the module again,
+        a round at a time (RV(rounds) counts them), until the drain completes or O(wait_timeout), counted from the
+        start of the task, has passed. Rounds are a loop on the controller, so a drain held for days costs no more
+        memory than one held for minutes. The result adds up every round (RV(evicted), RV(passes), RV(pods)).
+      - V(0) prints nothing and drains in one round. A value larger than O(wait_timeout) is allowed; a negative one,
+        or one above 31536000 (a year), fails the task. In an C(async) task nothing can be printed - the task drains
+        in one round, as with V(0).
     type: int
     default: 0
   grace_period:
@@ -225,14 +227,11 @@ EXAMPLES = r"""
                 app: ceph-osd
     wait_timeout: 1800
 
-- name: One pass at a time, for a loop that reports progress
+- name: Drain for up to a day, printing where the drain stands every 20 seconds
   lifecycle.machine.machine_drain:
     node: worker-3
-    wait: false
-  register: drain
-  until: drain.completed
-  retries: 60
-  delay: 10
+    wait_timeout: 86400
+    progress_interval: 20
 
 - name: Put the Node back into service after maintenance
   lifecycle.machine.machine_drain:
@@ -386,6 +385,10 @@ started_at:
   returned: always
   type: str
   sample: "2025-01-30T10:00:00Z"
+rounds:
+  description: How many rounds of O(progress_interval) seconds the task took (1 without progress rounds).
+  returned: unless the task is async
+  type: int
 elapsed_seconds:
   description: Seconds this task took.
   returned: always

@@ -241,7 +241,8 @@ def run_module(kubeconfig: str) -> Callable[..., dict]:
         env.update(env_extra or {})
         proc = subprocess.run(command, capture_output=True, text=True, env=env, timeout=timeout, check=False)
         try:
-            report = json.loads(proc.stdout)
+            # Progress rounds print where the work stands before the callback's JSON document.
+            report = json.loads(proc.stdout[proc.stdout.index("{\n") if not proc.stdout.startswith("{") else 0 :])
             return report["plays"][0]["tasks"][0]["hosts"]["localhost"]
         except (ValueError, KeyError, IndexError):
             raise AssertionError(f"could not run {module}: rc={proc.returncode}\nstdout:\n{proc.stdout}\nstderr:\n{proc.stderr}") from None

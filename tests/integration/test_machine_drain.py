@@ -9,13 +9,14 @@ grace period (2 s here) ends.
 
 from __future__ import annotations
 
+import re
 import threading
 import time
 import uuid
 from collections.abc import Callable
 
 import pytest
-from conftest import machine_collection
+from conftest import REPO, machine_collection
 from khelpers import PodRecorder, capi_path, deployment, pod_is_ready, ready_pods_on, wait_for
 
 from ansible_collections.lifecycle.machine.plugins.module_utils._drain.logic import TERMINATING_NAMESPACE_MESSAGE
@@ -23,6 +24,7 @@ from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.client impo
 from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.errors import ApiError
 
 GRACE = 2
+DRAIN_NODE = REPO / "playbooks" / "drain_node.yml"
 PDB_REFUSAL = "cannot evict pod as it would violate the pod's disruption budget."
 CAPI_PRE_DRAIN = "pre-drain.delete.hook.machine.cluster.x-k8s.io"
 EXCLUDE_ANNOTATION = {
@@ -327,20 +329,42 @@ def test_deployment_behind_pdb_drains_completely(*, kube, namespace, make_node, 
     assert any(429 in codes for codes in logged.values()), logged
 
 
-def test_progress_interval_returns_where_the_drain_stands(*, kube, namespace, make_node, run_module) -> None:
+def test_progress_interval_prints_where_the_drain_stands_and_goes_on_until_done(*, kube, namespace, make_node, run_playbook) -> None:
     node = make_node()
     make_pods(kube, namespace, node, {"stuck-0": {"labels": {"app": "stuck"}}})
     create_pdb(kube, namespace, "stuck", selector={"app": "stuck"}, min_available=1, healthy=1)
+    # The budget goes after a few rounds; the same task then evicts the Pod and completes.
+    release = threading.Timer(6, lambda: kube.delete(f"/apis/policy/v1/namespaces/{namespace}/poddisruptionbudgets/stuck"))
+    release.start()
+    try:
+        proc = run_playbook(DRAIN_NODE, {"node": node, "drain_timeout": 120, "progress_interval": 1}, timeout=240)
+    finally:
+        release.cancel()
+        release.join()
+
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
+    rounds = re.findall(r"^Drain the node, showing where it stands as it goes \(round (\d+)\):$", proc.stdout, re.MULTILINE)
+    assert len(rounds) >= 3 and rounds == [str(n) for n in range(1, len(rounds) + 1)], proc.stdout[-3000:]
+    assert f"    * Pod {namespace}/stuck-0: {PDB_REFUSAL}" in proc.stdout
+    pod = get_pod(kube, namespace, "stuck-0")
+    assert pod is None or pod["metadata"].get("deletionTimestamp")
+
+
+def test_rounds_add_up_to_one_result_and_one_timeout(*, kube, namespace, make_node, run_module) -> None:
+    node = make_node()
+    make_pods(kube, namespace, node, {"free-0": {}, "stuck-0": {"labels": {"app": "stuck"}}})
+    create_pdb(kube, namespace, "stuck", selector={"app": "stuck"}, min_available=1, healthy=1)
 
     started = time.monotonic()
-    result = run_module("machine_drain", {"node": node, "wait_timeout": 120, "progress_interval": 2})
+    result = run_module("machine_drain", {"node": node, "wait_timeout": 5, "progress_interval": 1, "wait_sleep": 1})
 
-    assert not result.get("failed"), result.get("msg")
-    assert result["completed"] is False and time.monotonic() - started < 30
-    assert result["message"].startswith("Drain not completed yet (started at ")
-    assert f"\n* Pod {namespace}/stuck-0: {PDB_REFUSAL}" in result["message"]
-    again = run_module("machine_drain", {"node": node, "wait_timeout": 120, "progress_interval": 2})
-    assert again["completed"] is False and again["changed"] is False, "the Node is already cordoned; nothing was evicted"
+    assert time.monotonic() - started < 60
+    assert result.get("failed") is True
+    assert result["msg"].startswith(f"Timed out after 5 s draining Node {node}. Drain not completed yet (started at "), result["msg"]
+    assert result["rounds"] >= 3
+    assert result["evicted"] == [f"{namespace}/free-0"], "the Pod evicted in the first round is in the task's result"
+    assert result["changed"] is True
+    assert not get_pod(kube, namespace, "stuck-0")["metadata"].get("deletionTimestamp")
 
 
 def test_wait_timeout_fails_with_the_progress_message(*, kube, namespace, make_node, run_module) -> None:

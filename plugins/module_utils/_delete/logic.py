@@ -14,6 +14,7 @@ lives in the API, the time budgets in ``clock`` (handed back each call).
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 from ansible_collections.lifecycle.machine.plugins.module_utils._drain.logic import normalize_rules
@@ -120,6 +121,25 @@ def budget_left(clock: dict, key: str, phase: str, timeout: int, now: float) -> 
     """Seconds left of a Machine's ``phase`` budget (``timeout`` from when the phase first started)."""
     since = (clock.get(key) or {}).get(phase, now)
     return timeout - (now - since)
+
+
+_SPENT = re.compile(r"^Timed out after \d+ ?s(?=[ :.])")
+
+
+def slice_message(message: str, *, final: bool, timeout: int) -> str:
+    """A step's timeout message as the deletion should tell it.
+
+    A step runs for a slice of its phase's budget at a time: when a slice that
+    is not the last ends, the step is still under way ("Timed out after 20 s
+    waiting for ..." becomes "Waiting for ..."); when the budget is spent, the
+    time is the phase's whole timeout, not what the last slice had left.
+    """
+    if not _SPENT.match(message):
+        return message
+    if final:
+        return _SPENT.sub(f"Timed out after {timeout} s", message)
+    rest = _SPENT.sub("", message).lstrip(" :")
+    return rest[:1].upper() + rest[1:]
 
 
 def start_phase(clock: dict, key: str, phase: str, now: float) -> None:

@@ -24,6 +24,7 @@ from ansible_collections.lifecycle.machine.plugins.module_utils._delete.logic im
     drain_summary,
     machine_key,
     progress_lines,
+    slice_message,
     start_phase,
     terminate_summary,
 )
@@ -111,8 +112,10 @@ class MachineDeletion:
             outcome.drain = drain_summary(exc.result)
             outcome.changed |= bool(exc.result.get("changed"))
             if exc.result.get("timed_out") and not final:
-                outcome.status, outcome.message = IN_PROGRESS, exc.result.get("message") or exc.msg
+                outcome.status, outcome.message = IN_PROGRESS, slice_message(exc.result.get("message") or exc.msg, final=False, timeout=request.drain_timeout)
                 return False
+            if exc.result.get("timed_out"):
+                exc.msg = slice_message(exc.msg, final=True, timeout=request.drain_timeout)
             raise
         outcome.drain = drain_summary(result)
         outcome.changed |= bool(result.get("changed"))
@@ -147,9 +150,11 @@ class MachineDeletion:
             outcome.terminate = terminate_summary(exc.result)
             outcome.changed |= bool(exc.result.get("changed"))
             if exc.result.get("timed_out") and not final:
-                outcome.status, outcome.message = IN_PROGRESS, exc.msg
+                outcome.status, outcome.message = IN_PROGRESS, slice_message(exc.msg, final=False, timeout=request.terminate_timeout)
                 outcome.step = exc.result.get("next_step") or TERMINATE
                 return
+            if exc.result.get("timed_out"):
+                exc.msg = slice_message(exc.msg, final=True, timeout=request.terminate_timeout)
             raise
         outcome.terminate = terminate_summary(result)
         outcome.changed |= bool(result.get("changed"))

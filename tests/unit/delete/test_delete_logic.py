@@ -16,6 +16,7 @@ from ansible_collections.lifecycle.machine.plugins.module_utils._delete.logic im
     budget_left,
     option_errors,
     progress_lines,
+    slice_message,
     start_phase,
     started_clock,
 )
@@ -106,3 +107,30 @@ def test_progress_says_where_each_machine_stands() -> None:
         "    Timed out after 5s waiting at the preTerminate gate",
     ]
     assert draining.as_dict()["key"] == "ns/b"
+
+
+@pytest.mark.parametrize(
+    ("message", "final", "expected"),
+    [
+        (
+            "Timed out after 1 s waiting for the preDrain hooks of Machine ns/m to be removed: backup (owner ctl)",
+            False,
+            "Waiting for the preDrain hooks of Machine ns/m to be removed: backup (owner ctl)",
+        ),
+        (
+            "Timed out after 0 s waiting for the preDrain hooks of Machine ns/m to be removed: backup (owner ctl)",
+            True,
+            "Timed out after 3600 s waiting for the preDrain hooks of Machine ns/m to be removed: backup (owner ctl)",
+        ),
+        ("Timed out after 20s waiting at the preTerminate gate of Machine ns/m", False, "Waiting at the preTerminate gate of Machine ns/m"),
+        (
+            "Timed out after 7s waiting at the preTerminate gate of Machine ns/m",
+            True,
+            "Timed out after 3600 s waiting at the preTerminate gate of Machine ns/m",
+        ),
+        ("Timed out after 20s: the Node is still there", False, "The Node is still there"),
+        ("Drain not completed yet (started at 2026-11-25T00:00:00Z):", False, "Drain not completed yet (started at 2026-11-25T00:00:00Z):"),
+    ],
+)
+def test_a_slice_that_ends_says_where_the_step_stands_and_a_spent_budget_says_the_whole_timeout(message, final, expected) -> None:
+    assert slice_message(message, final=final, timeout=3600) == expected
