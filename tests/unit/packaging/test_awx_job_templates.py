@@ -77,6 +77,49 @@ def test_survey_defaults_are_the_playbook_defaults(template: dict) -> None:
         assert value == defaults[question["variable"]], question["variable"]
 
 
+def _docs_survey_tables() -> dict[str, list[dict]]:
+    """docs/awx.md's survey tables, by the bold title above each (``**delete machine**``): one dict per row."""
+    section = (REPO / "docs" / "awx.md").read_text().split("## 5. The surveys", 1)[1].split("\n## ", 1)[0]
+    tables: dict[str, list[dict]] = {}
+    title = None
+    for line in section.splitlines():
+        if bold := re.fullmatch(r"\*\*(.+)\*\*", line.strip()):
+            title = bold[1]
+            tables[title] = []
+        elif line.startswith("| ") and title is not None and not line.startswith(("| Question", "| ---")):
+            question, variable, type_default, _maps_to = [cell.strip() for cell in line.strip("|").split(" | ")]
+            kind, default = type_default.split(", ", 1)
+            tables[title].append({"question": question, "variable": variable.strip("`"), "type": kind, "default": default})
+    return tables
+
+
+def _documented_type(question: dict) -> str:
+    if question["type"] == "multiplechoice":
+        return " / ".join(question["choices"])
+    return question["type"]
+
+
+def _documented_default(question: dict) -> str:
+    default = question.get("default", "")
+    if default == "":
+        return "empty"
+    return str(default) if question["type"] == "integer" else f"`{default}`"
+
+
+def test_the_docs_survey_tables_are_the_surveys() -> None:
+    """docs/awx.md shows each survey's questions, in order, with their variables, types and defaults."""
+    tables = _docs_survey_tables()
+    assert sorted(tables) == sorted(t["name"].removeprefix("lifecycle.machine - ") for t in TEMPLATES)
+    for template in TEMPLATES:
+        rows = tables[template["name"].removeprefix("lifecycle.machine - ")]
+        expected = [
+            {"question": q["question_name"], "variable": q["variable"], "type": _documented_type(q), "default": _documented_default(q)}
+            for q in _survey(template)["spec"]
+        ]
+        documented = [{**row, "type": row["type"].split(" (", 1)[0]} for row in rows]  # "textarea (YAML or JSON)"
+        assert documented == expected, template["name"]
+
+
 def _module_choices(module: str, option: str) -> list[str]:
     source = (REPO / "plugins" / "modules" / f"{module}.py").read_text()
     documentation = yaml.safe_load(source.split('DOCUMENTATION = r"""', 1)[1].split('"""', 1)[0])
