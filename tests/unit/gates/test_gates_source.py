@@ -6,11 +6,13 @@ from __future__ import annotations
 
 import asyncio
 import importlib.util
+import re
 from pathlib import Path
 
 import pytest
 import yaml
 
+from ansible_collections.kubernetes.core.plugins.module_utils.args_common import AUTH_ARG_MAP
 from ansible_collections.lifecycle.machine.plugins.module_utils._errors import MachineError
 from ansible_collections.lifecycle.machine.plugins.module_utils._gates.logic import GateSourceRequest
 
@@ -79,3 +81,19 @@ def test_the_command_line_refuses_bad_flags(argv: list[str], capsys: pytest.Capt
         machine_gates.cli_args(argv)
     assert "machine_gates.py: error:" in capsys.readouterr().err
 
+
+def test_the_eda_credential_type_injects_what_the_source_reads() -> None:
+    """extensions/eda/credential-type.yml injects kubernetes.core's K8S_AUTH_* variables, from its own
+    inputs, and the CA through a file the EDA controller writes (never data baked into an image)."""
+    credential_type = yaml.safe_load((SOURCE.parents[2] / "credential-type.yml").read_text())
+    fields = {field["id"] for field in credential_type["inputs"]["fields"]}
+    assert set(credential_type["inputs"]["required"]) <= fields
+    read = {f"K8S_AUTH_{name.upper()}" for pair in AUTH_ARG_MAP.items() for name in pair}
+    injectors = credential_type["injectors"]
+    assert set(injectors["env"]) <= read
+    assert {"K8S_AUTH_HOST", "K8S_AUTH_API_KEY", "K8S_AUTH_SSL_CA_CERT"} <= set(injectors["env"])
+    files = {name.removeprefix("template.") for name in injectors.get("file", {})}
+    for value in [*injectors["env"].values(), *injectors.get("file", {}).values()]:
+        (name,) = re.fullmatch(r"\{\{ ([\w.]+) \}\}", value).groups()
+        assert name in fields or name.removeprefix("eda.filename.") in files, value
+    assert {name for name in GateSourceRequest.CONNECTION_OPTIONS if name in AUTH_ARG_MAP.values()} >= {"host", "api_key", "ca_cert"}
