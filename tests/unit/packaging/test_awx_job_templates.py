@@ -32,10 +32,10 @@ def _survey(template: dict) -> dict:
 
 def _playbook_inputs(playbook: Path) -> dict:
     """The extra variables a playbook reads, with its defaults: its play ``vars`` and every
-    ``name | default(value, true)`` it templates."""
+    ``name | default(value, true)`` it templates (not ``object.key | default(...)``)."""
     play = yaml.safe_load(playbook.read_text())[0]
     inputs = dict(play.get("vars") or {})
-    for name, quoted, number in re.findall(r"\b(\w+) \| default\((?:'([^']*)'|(\d+))", playbook.read_text()):
+    for name, quoted, number in re.findall(r"(?<![.\w])(\w+) \| default\((?:'([^']*)'|(\d+))", playbook.read_text()):
         inputs.setdefault(name, int(number) if number else quoted)
     return inputs
 
@@ -48,7 +48,7 @@ TEMPLATES = _templates()
 
 
 def test_there_is_a_job_template_per_awx_playbook() -> None:
-    assert sorted(_ids(TEMPLATES)) == ["delete_machine", "drain_node", "teardown_cluster"]
+    assert sorted(_ids(TEMPLATES)) == ["delete_machine", "delete_machines", "drain_node", "teardown_cluster"]
     assert len({t["name"] for t in TEMPLATES}) == len(TEMPLATES)
 
 
