@@ -8,7 +8,7 @@ COLLECTIONS := $(CURDIR)/.tmp/collections
 export ANSIBLE_COLLECTIONS_PATH := $(COLLECTIONS)
 export GOTOOLCHAIN := local
 
-.PHONY: help venv tools cluster-up cluster-down cluster-status lint ruff yamllint ansible-lint sanity \
+.PHONY: help venv tools cluster-up cluster-down cluster-status lint ruff yamllint ansible-lint docs-lint sanity \
         unit integration molecule test demo build bench chaos clean
 
 help:
@@ -48,7 +48,11 @@ yamllint: venv
 ansible-lint: venv
 	$(BIN)/ansible-lint --offline
 
-lint: ruff yamllint ansible-lint
+# The plugins', modules' and roles' docs as the Ansible docsite would render them (antsibull-docs).
+docs-lint: venv
+	bash hack/docs-lint.sh
+
+lint: ruff yamllint ansible-lint docs-lint
 
 sanity: venv
 	bash hack/sanity.sh

@@ -9,12 +9,17 @@ release and the drain go batch by batch; then the OpenShift Machine is deleted
 with simulated provider tasks.
 
     python3 hack/demo.py [--keep]     --keep leaves the control plane running
+
+With LM_KUBECONFIG set to a kubeconfig, it runs against that cluster instead and
+starts and stops nothing; the cluster needs the CRDs of hack/crds and kwok
+managing Nodes annotated kwok.x-k8s.io/node=fake (docs/own_cluster.md).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 import threading
@@ -36,8 +41,17 @@ CAPI = "cluster.x-k8s.io/v1beta2"
 VICTIM = "demo-md-0-a"
 GRACE = 3
 START = time.monotonic()
-# The demo uses the repository's own control plane (`make cluster-up` shares it).
-KUBECONFIG = REPO / ".cluster" / "kubeconfig"
+# The demo uses the repository's own control plane (`make cluster-up` shares it), unless
+# LM_KUBECONFIG names a cluster of the user's.
+OWN_KUBECONFIG = os.environ.get("LM_KUBECONFIG", "")
+KUBECONFIG = Path(OWN_KUBECONFIG).expanduser().resolve() if OWN_KUBECONFIG else REPO / ".cluster" / "kubeconfig"
+# What the demo creates, by API: the CRDs of hack/crds provide all but the core ones.
+NEEDED = {
+    "cluster.x-k8s.io/v1beta2": ("machines", "machinedrainrules", "clusters"),
+    "machine.openshift.io/v1beta1": ("machines",),
+    "infrastructure.cluster.x-k8s.io/v1beta1": ("fakemachines",),
+    "bootstrap.cluster.x-k8s.io/v1beta1": ("fakebootstrapconfigs",),
+}
 
 
 def say(text: str) -> None:
@@ -83,8 +97,21 @@ def workload(name: str, replicas: int, labels: dict, prefer_node: str | None = N
     }
 
 
+def check_own_cluster(kube: KubeApi) -> None:
+    """Refuse, naming them, a cluster without the APIs the demo creates objects of."""
+    missing = []
+    for group_version, plurals in NEEDED.items():
+        served = {r["name"] for r in (kube.get(f"/apis/{group_version}") or {}).get("resources", [])}
+        missing += [f"{plural}.{group_version}" for plural in plurals if plural not in served]
+    if missing:
+        raise SystemExit(f"{KUBECONFIG}: the cluster does not serve {', '.join(missing)}; apply the CRDs of hack/crds (docs/own_cluster.md)")
+
+
 def build(kube: KubeApi) -> None:
-    cluster_tool.set_capi_generation(cluster_tool.state_from_kubeconfig(KUBECONFIG), "v1beta2")
+    if OWN_KUBECONFIG:
+        check_own_cluster(kube)
+    else:
+        cluster_tool.set_capi_generation(cluster_tool.state_from_kubeconfig(KUBECONFIG), "v1beta2")
     for namespace in (NS, OCP_NS):
         if kube.get(f"/api/v1/namespaces/{namespace}") is None:
             kube.create("/api/v1/namespaces", {"metadata": {"name": namespace}})
@@ -160,7 +187,8 @@ def wait_ready(kube: KubeApi) -> None:
         if len(ready) >= 4 + 1 + 1 + 4 and (pdb.get("status") or {}).get("disruptionsAllowed") == 1:
             return
         time.sleep(0.5)
-    raise SystemExit("the demo workloads did not become ready")
+    hint = ": is kwok managing Nodes annotated kwok.x-k8s.io/node=fake with the stages of hack/kwok?" if OWN_KUBECONFIG else ""
+    raise SystemExit(f"the demo workloads did not become ready{hint}")
 
 
 class Timeline(threading.Thread):
@@ -241,18 +269,28 @@ def playbook(name: str, extra: dict, prefix: str) -> subprocess.Popen:
     return proc
 
 
+def start_cluster(state_dir: Path) -> bool:
+    """Start the local control plane unless it runs or LM_KUBECONFIG names another cluster; True if started here."""
+    if OWN_KUBECONFIG:
+        say(f"using the cluster of LM_KUBECONFIG={KUBECONFIG}; nothing is started or stopped")
+        return False
+    started_here = not cluster_tool.is_running(state_dir)
+    say("starting the local control plane (etcd, kube-apiserver, controllers, scheduler, kwok)" if started_here else "using the running control plane")
+    cluster_tool.up(state_dir, quiet=True)
+    return started_here
+
+
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--keep", action="store_true", help="leave the control plane running")
     args = parser.parse_args(argv)
     state_dir = REPO / ".cluster"
-    started_here = not cluster_tool.is_running(state_dir)
-    say("starting the local control plane (etcd, kube-apiserver, controllers, scheduler, kwok)" if started_here else "using the running control plane")
-    cluster_tool.up(state_dir, quiet=True)
+    started_here = start_cluster(state_dir)
     kube = api_from_kubeconfig(str(KUBECONFIG))
     try:
         if kube.get(f"/api/v1/namespaces/{NS}") is not None:
-            raise SystemExit("the demo already ran on this control plane: `make cluster-down` and run it again")
+            again = f"delete the namespaces {NS} and {OCP_NS} and the Nodes demo-*" if OWN_KUBECONFIG else "`make cluster-down`"
+            raise SystemExit(f"the demo already ran on this cluster: {again} and run it again")
         say("building a simulated cluster: 3 Cluster API Machines (v1beta2), 1 OpenShift Machine, kwok Nodes, workloads")
         build(kube)
         wait_ready(kube)

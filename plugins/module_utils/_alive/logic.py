@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from ansible_collections.lifecycle.machine.plugins.module_utils._options.logic import check_options, empty_names, seconds
 
 # The enhancement names no API group; this collection serves Alive from its own
-# (hack/crds/lifecycle.machine.dev_alives.yaml). Modules take api_version to use another.
+# (the CRD in docs/cluster_deletion.md). Modules take api_version to use another.
 ALIVE_API_VERSION = "lifecycle.machine.dev/v1alpha1"
 ALIVE_KIND = "Alive"
 ALIVE_NAME = "cluster"

@@ -62,6 +62,8 @@ class GateSourceRequest:
     resync_interval: int = DEFAULT_RESYNC_INTERVAL
     connection: dict = field(default_factory=dict)
 
+    # Every argument the source accepts: its own, then kubernetes.core's connection options.
+    SOURCE_OPTIONS = ("point", "hook_name", "hook_owner", "gate", "namespace", "label_selectors", "api_version", "resync_interval")
     CONNECTION_OPTIONS = (
         "kubeconfig",
         "context",
@@ -83,7 +85,7 @@ class GateSourceRequest:
 
     @classmethod
     def from_args(cls, args: dict) -> GateSourceRequest:
-        known = {"point", "hook_name", "hook_owner", "gate", "namespace", "label_selectors", "api_version", "resync_interval", *cls.CONNECTION_OPTIONS}
+        known = {*cls.SOURCE_OPTIONS, *cls.CONNECTION_OPTIONS}
         unknown = sorted(set(args) - known)
         if unknown:
             raise MachineError(f"Unknown argument(s) of lifecycle.machine.machine_gates: {', '.join(unknown)}; known: {', '.join(sorted(known))}")

@@ -32,10 +32,10 @@ def _survey(template: dict) -> dict:
 
 def _playbook_inputs(playbook: Path) -> dict:
     """The extra variables a playbook reads, with its defaults: its play ``vars`` and every
-    ``name | default(value, true)`` it templates."""
+    ``name | default(value, true)`` it templates (not ``object.key | default(...)``)."""
     play = yaml.safe_load(playbook.read_text())[0]
     inputs = dict(play.get("vars") or {})
-    for name, quoted, number in re.findall(r"\b(\w+) \| default\((?:'([^']*)'|(\d+))", playbook.read_text()):
+    for name, quoted, number in re.findall(r"(?<![.\w])(\w+) \| default\((?:'([^']*)'|(\d+))", playbook.read_text()):
         inputs.setdefault(name, int(number) if number else quoted)
     return inputs
 
@@ -48,7 +48,7 @@ TEMPLATES = _templates()
 
 
 def test_there_is_a_job_template_per_awx_playbook() -> None:
-    assert sorted(_ids(TEMPLATES)) == ["delete_machine", "drain_node", "teardown_cluster"]
+    assert sorted(_ids(TEMPLATES)) == ["delete_machine", "delete_machines", "drain_node", "teardown_cluster"]
     assert len({t["name"] for t in TEMPLATES}) == len(TEMPLATES)
 
 
@@ -75,6 +75,49 @@ def test_survey_defaults_are_the_playbook_defaults(template: dict) -> None:
         if question["type"] == "textarea":
             value = yaml.safe_load(value)  # the playbooks read YAML text from a textarea
         assert value == defaults[question["variable"]], question["variable"]
+
+
+def _docs_survey_tables() -> dict[str, list[dict]]:
+    """docs/awx.md's survey tables, by the bold title above each (``**delete machine**``): one dict per row."""
+    section = (REPO / "docs" / "awx.md").read_text().split("## 5. The surveys", 1)[1].split("\n## ", 1)[0]
+    tables: dict[str, list[dict]] = {}
+    title = None
+    for line in section.splitlines():
+        if bold := re.fullmatch(r"\*\*(.+)\*\*", line.strip()):
+            title = bold[1]
+            tables[title] = []
+        elif line.startswith("| ") and title is not None and not line.startswith(("| Question", "| ---")):
+            question, variable, type_default, _maps_to = [cell.strip() for cell in line.strip("|").split(" | ")]
+            kind, default = type_default.split(", ", 1)
+            tables[title].append({"question": question, "variable": variable.strip("`"), "type": kind, "default": default})
+    return tables
+
+
+def _documented_type(question: dict) -> str:
+    if question["type"] == "multiplechoice":
+        return " / ".join(question["choices"])
+    return question["type"]
+
+
+def _documented_default(question: dict) -> str:
+    default = question.get("default", "")
+    if default == "":
+        return "empty"
+    return str(default) if question["type"] == "integer" else f"`{default}`"
+
+
+def test_the_docs_survey_tables_are_the_surveys() -> None:
+    """docs/awx.md shows each survey's questions, in order, with their variables, types and defaults."""
+    tables = _docs_survey_tables()
+    assert sorted(tables) == sorted(t["name"].removeprefix("lifecycle.machine - ") for t in TEMPLATES)
+    for template in TEMPLATES:
+        rows = tables[template["name"].removeprefix("lifecycle.machine - ")]
+        expected = [
+            {"question": q["question_name"], "variable": q["variable"], "type": _documented_type(q), "default": _documented_default(q)}
+            for q in _survey(template)["spec"]
+        ]
+        documented = [{**row, "type": row["type"].split(" (", 1)[0]} for row in rows]  # "textarea (YAML or JSON)"
+        assert documented == expected, template["name"]
 
 
 def _module_choices(module: str, option: str) -> list[str]:
@@ -158,6 +201,78 @@ def test_cluster_role_grants_no_plain_pod_deletion() -> None:
     for rule in role["rules"]:
         if "" in rule["apiGroups"] and "pods" in rule["resources"]:
             assert "delete" not in rule["verbs"] and "*" not in rule["verbs"]
+
+
+# Every request the collection's code sends, as (API group, resource, verb). Requests made through
+# helpers (machine_path, node_path, the Alive object's reference, infrastructure references) are
+# listed by hand; test_every_request_named_in_the_code_is_listed finds the others in the code.
+MACHINE_GROUPS = ("machine.openshift.io", "cluster.x-k8s.io")
+PROVIDER_GROUPS = ("infrastructure.cluster.x-k8s.io", "bootstrap.cluster.x-k8s.io")
+REQUESTS = {
+    **{
+        (group, "machines", verb): "machine_info, label selectors, gates, finalizer, hooks, deletion mark"
+        for group in MACHINE_GROUPS
+        for verb in ("get", "list", "watch", "patch", "delete")
+    },
+    **{(group, "machines/status", "patch"): "conditions, phase, status.deletion start times" for group in MACHINE_GROUPS},
+    ("cluster.x-k8s.io", "clusters", "get"): "Cluster API skip rules",
+    ("controlplane.cluster.x-k8s.io", "*", "get"): "Cluster API skip rules (the control plane)",
+    ("cluster.x-k8s.io", "machinedrainrules", "list"): "MachineDrainRules",
+    **{(group, "*", verb): "infrastructure and bootstrap objects" for group in PROVIDER_GROUPS for verb in ("get", "watch", "delete")},
+    **{("", "nodes", verb): "cordon, follow, re-list after a lost watch, delete" for verb in ("get", "list", "watch", "patch", "delete")},
+    ("", "pods", "list"): "the Node's Pods",
+    ("", "pods", "watch"): "the Node's Pods",
+    ("", "pods/eviction", "create"): "evictions",
+    ("policy", "poddisruptionbudgets", "list"): "budgets",
+    ("policy", "poddisruptionbudgets", "watch"): "budgets",
+    **{("", "namespaces", verb): "drain rule namespace selectors, the Alive object's namespace" for verb in ("get", "list", "create")},
+    ("apps", "daemonsets", "get"): "Pods of a deleted DaemonSet",
+    ("", "persistentvolumes", "list"): "volume wait",
+    ("storage.k8s.io", "volumeattachments", "list"): "volume wait",
+    ("", "events", "create"): "Events on Machines",
+    **{("lifecycle.machine.dev", "alives", verb): "the cluster deletion signal" for verb in ("get", "watch", "create", "patch", "delete")},
+}
+# Not granted on purpose: machine_drain's disable_eviction (the unbound lifecycle-machine-pod-delete role).
+OPT_IN = {("", "pods", "delete")}
+_CALL = re.compile(r"\.(get|list|list_with_version|create|patch|delete|_spawn)\(\s*(?:\"\w+\",\s*)?resource_path\(\"([^\"]*)\", \"(\w+)\"")
+_VERB = {"list_with_version": "list", "_spawn": "watch"}
+
+
+def _granted(role: dict) -> set[tuple[str, str, str]]:
+    return {(group, resource, verb) for rule in role["rules"] for group in rule["apiGroups"] for resource in rule["resources"] for verb in rule["verbs"]}
+
+
+def _cluster_role(name: str) -> dict:
+    documents = yaml.safe_load((AWX / "rbac.yml").read_text())["items"]
+    return next(d for d in documents if d["kind"] == "ClusterRole" and d["metadata"]["name"] == name)
+
+
+def test_cluster_role_grants_every_request_the_collection_sends() -> None:
+    missing = sorted(set(REQUESTS) - _granted(_cluster_role("lifecycle-machine")))
+    assert not missing, f"extensions/awx/rbac.yml does not grant {missing}"
+    assert _granted(_cluster_role("lifecycle-machine-pod-delete")) >= OPT_IN
+
+
+def test_cluster_role_grants_nothing_the_collection_does_not_send() -> None:
+    assert _granted(_cluster_role("lifecycle-machine")) == set(REQUESTS)
+
+
+def _code() -> list[tuple[Path, str]]:
+    return [(path, path.read_text()) for path in sorted((REPO / "plugins").rglob("*.py"))]
+
+
+def test_every_request_named_in_the_code_is_listed() -> None:
+    """Each call that names its resource in place (``api.list(resource_path("v1", "nodes"))``) is in
+    REQUESTS with its verb, and every resource the code names at all is in REQUESTS."""
+    calls = {(gv.rpartition("/")[0] if "/" in gv else "", plural, _VERB.get(verb, verb)) for _path, text in _code() for verb, gv, plural in _CALL.findall(text)}
+    assert ("", "nodes", "list") in calls, "the scan finds the drain's re-list of its Node"
+    unlisted = sorted(call for call in calls if call not in REQUESTS and call not in OPT_IN and "{" not in call[0])
+    assert not unlisted, f"requests sent by the code but missing from REQUESTS (and maybe from rbac.yml): {unlisted}"
+    named = {plural for _path, text in _code() for plural in re.findall(r"resource_path\([^,]+, \"(\w+)\"", text)}
+    named |= {plural for _path, text in _code() for plural in re.findall(r"_PLURAL = \"(\w+)\"", text)}
+    named |= {path.rsplit("/", 1)[1] for _p, text in _code() for path in re.findall(r"= \"(/apis?/[\w./]+)\"", text)}
+    listed = {resource for _group, resource, _verb in REQUESTS}
+    assert named - listed == set(), f"resources the code names that REQUESTS does not list: {sorted(named - listed)}"
 
 
 def test_the_eda_controller_rulebook_launches_a_job_template_that_takes_the_event() -> None:

@@ -1,6 +1,10 @@
 """The changelog: ``antsibull-changelog lint`` passes, and ``antsibull-changelog release`` of the
-coming version lists every module, role and playbook not released before under New Modules, New
+version in galaxy.yml lists every module, role and playbook not released before under New Modules, New
 Roles and New Playbooks, and none of them as a minor or major change.
+
+That version may be released already (0.1.0 is, in changelogs/changelog.yaml): fragments added after
+it are folded into it with ``antsibull-changelog release --version <version> --update-existing``,
+which these tests run, and CHANGELOG.rst is always what the tool renders from changelog.yaml.
 
 ``release`` rewrites changelogs/ and deletes the fragments, so it only ever runs in a temporary copy
 of the repository (its tracked and untracked, not ignored, files), never in the repository itself.
@@ -78,11 +82,13 @@ def _names(entries: list[str]) -> set[str]:
     return {entry.split(" - ", 1)[0] for entry in entries}
 
 
-def _released_before() -> dict[str, set[str]]:
-    """Modules, roles and playbooks of earlier releases in changelogs/changelog.yaml."""
+def _released_before(version: str) -> dict[str, set[str]]:
+    """Modules, roles and playbooks of releases other than ``version`` in changelogs/changelog.yaml."""
     changelog = yaml.safe_load((REPO / "changelogs" / "changelog.yaml").read_text())
     released: dict[str, set[str]] = {"module": set(), "role": set(), "playbook": set()}
-    for release in (changelog.get("releases") or {}).values():
+    for name, release in (changelog.get("releases") or {}).items():
+        if name == version:
+            continue
         released["module"] |= {m["name"] for m in release.get("modules", [])}
         for kind in ("role", "playbook"):
             released[kind] |= {o["name"] for o in release.get("objects", {}).get(kind, [])}
@@ -93,9 +99,13 @@ def _released_before() -> dict[str, set[str]]:
 def released(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
     root = _copy_repository(tmp_path_factory.mktemp("repository"))
     version = yaml.safe_load((root / "galaxy.yml").read_text())["version"]
-    done = _changelog(root, "release", "--version", version, "--date", DATE)
+    done = _changelog(root, "release", "--version", version, "--date", DATE, "--update-existing")
     assert done.returncode == 0, done.stdout + done.stderr
     return root, version
+
+
+def _galaxy_version() -> str:
+    return yaml.safe_load((REPO / "galaxy.yml").read_text())["version"]
 
 
 def test_fragments_pass_lint(tmp_path: Path) -> None:
@@ -111,7 +121,7 @@ def test_release_leaves_the_repository_alone(released: tuple[Path, str]) -> None
 def test_new_content_is_listed_under_its_own_heading(released: tuple[Path, str]) -> None:
     root, version = released
     sections = _sections((root / "CHANGELOG.rst").read_text(), version)
-    before = _released_before()
+    before = _released_before(version)
     expected = {
         "New Modules": {p.stem for p in (REPO / "plugins" / "modules").glob("*.py") if p.stem != "__init__"} - before["module"],
         "New Roles": {p.name for p in (REPO / "roles").iterdir() if (p / "tasks").is_dir()} - before["role"],
@@ -144,3 +154,33 @@ def test_the_inventory_plugin_is_listed_as_a_new_plugin(released: tuple[Path, st
     root, version = released
     sections = _sections((root / "CHANGELOG.rst").read_text(), version)
     assert _names(sections.get("New Plugins/Inventory", [])) == {"lifecycle.machine.machines"}, sections
+
+
+def test_the_version_in_galaxy_yml_is_released() -> None:
+    changelog = yaml.safe_load((REPO / "changelogs" / "changelog.yaml").read_text())
+    assert _galaxy_version() in (changelog.get("releases") or {})
+
+
+def test_changelog_rst_is_what_the_tool_renders(tmp_path: Path) -> None:
+    root = _copy_repository(tmp_path)
+    generated = _changelog(root, "generate")
+    assert generated.returncode == 0, generated.stdout + generated.stderr
+    assert (root / "CHANGELOG.rst").read_text() == (REPO / "CHANGELOG.rst").read_text(), "run antsibull-changelog generate"
+
+
+def test_a_fragment_added_after_the_release_is_folded_into_it(tmp_path: Path) -> None:
+    """What main does after 0.1.0 was released: a new fragment, then release with --update-existing."""
+    root = _copy_repository(tmp_path)
+    version = _galaxy_version()
+    (root / "changelogs" / "fragments" / "later-fix.yml").write_text("---\nbugfixes:\n  - machine_drain - a fix made after the release.\n")
+    linted = _changelog(root, "lint")
+    assert linted.returncode == 0 and not linted.stdout.strip(), linted.stdout + linted.stderr
+    done = _changelog(root, "release", "--version", version, "--update-existing")
+    assert done.returncode == 0, done.stdout + done.stderr
+    sections = _sections((root / "CHANGELOG.rst").read_text(), version)
+    assert "machine_drain - a fix made after the release." in sections["Bugfixes"]
+    assert "Release Summary" in sections
+    changelog = yaml.safe_load((root / "changelogs" / "changelog.yaml").read_text())
+    assert list(changelog["releases"]) == list(yaml.safe_load((REPO / "changelogs" / "changelog.yaml").read_text())["releases"])
+    assert "later-fix.yml" in changelog["releases"][version]["fragments"]
+    assert not (root / "changelogs" / "fragments" / "later-fix.yml").exists()

@@ -14,7 +14,8 @@ description:
     reaches that hook's gate - the same rules as the C(lifecycle.machine.hook_controller) role - its deletion started
     for a V(preDrain) hook; its deletion started and its conditions record the drain as finished for a
     V(preTerminate) hook.
-  - The event is C({"machine_gate": {"point", "hook": {"name", "owner"}, "gate", "reason", "machine"}}); C(machine) is
+  - >-
+    The event is C({"machine_gate": {"point", "hook": {"name", "owner"}, "gate", "reason", "machine"}}); C(machine) is
     the Machine in the shape M(lifecycle.machine.machine_info) returns. C(reason) is V(resync) when the gate was found
     by reading the Machines, V(watch) when the change was seen as it happened.
   - Each gate is announced once; it is announced again after a resync - the source's start, a watch whose position
@@ -25,6 +26,11 @@ description:
     500/502/503/504 answers with backoff, and re-opens a dropped watch where it stopped.
   - Connection options are kubernetes.core's; unset ones come from the C(K8S_AUTH_*) environment variables, then the
     default kubeconfig or the in-cluster service account, as for the collection's modules.
+  - An argument not listed here stops the source at once with a message naming it.
+  - To try the source without a rulebook, run this file of an installed collection with Python, for example
+    C(python machine_gates.py --kubeconfig ~/.kube/config --point preDrain --hook-owner me); it prints each event as a
+    JSON line. C(--help) lists the flags, one per argument (C(--label-selector) and C(--impersonate-group) repeated for
+    lists; C(proxy_headers) only in a rulebook).
 options:
   point:
     type: list
@@ -79,12 +85,24 @@ options:
   client_key:
     type: path
     description: The client certificate's key (or C(K8S_AUTH_KEY_FILE)).
+  username:
+    type: str
+    description: A user name for basic authentication (or C(K8S_AUTH_USERNAME)); most clusters refuse it.
+  password:
+    type: str
+    description: The password of O(username) (or C(K8S_AUTH_PASSWORD)).
   proxy:
     type: str
     description: An HTTP proxy URL (or C(K8S_AUTH_PROXY)).
   no_proxy:
     type: str
     description: Hosts to reach without the proxy (or C(K8S_AUTH_NO_PROXY)).
+  proxy_headers:
+    type: dict
+    description: Headers for the proxy, kubernetes.core's C(proxy_headers) (C(proxy_basic_auth), C(basic_auth), C(user_agent)).
+  persist_config:
+    type: bool
+    description: Whether to write refreshed kubeconfig tokens back to the file (or C(K8S_AUTH_PERSIST_CONFIG)).
   impersonate_user:
     type: str
     description: The user to act as (or C(K8S_AUTH_IMPERSONATE_USER)).
@@ -113,8 +131,10 @@ EXAMPLES = r"""
             serve_gate_tasks_file: /runner/project/tasks/flush_logs.yml
 """
 
+import argparse
 import asyncio
 import importlib.util
+import json
 import logging
 import sys
 from pathlib import Path
@@ -139,7 +159,8 @@ def _importable() -> None:
 
 _importable()
 
-from ansible_collections.lifecycle.machine.plugins.module_utils._gates.logic import GateSourceRequest
+from ansible_collections.lifecycle.machine.plugins.module_utils._errors import MachineError
+from ansible_collections.lifecycle.machine.plugins.module_utils._gates.logic import POINTS, GateSourceRequest
 from ansible_collections.lifecycle.machine.plugins.module_utils._gates.run import GateSource
 from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.client import api_from_options
 
@@ -164,3 +185,48 @@ async def main(queue: asyncio.Queue, args: dict[str, Any]) -> None:
             raise source.failure
     finally:
         await asyncio.to_thread(source.stop)
+
+
+# Command line flags that differ from --<argument> taking one string.
+_LISTS = {"point": "point", "label_selectors": "label-selector", "impersonate_groups": "impersonate-group"}
+_BOOLEANS = ("validate_certs", "persist_config")
+
+
+def _boolean(text: str) -> bool:
+    if text.lower() in ("true", "yes", "1"):
+        return True
+    if text.lower() in ("false", "no", "0"):
+        return False
+    raise argparse.ArgumentTypeError(f"expected true or false, got {text!r}")
+
+
+def cli_args(argv: list[str] | None = None) -> dict[str, Any]:
+    """The source's arguments from a command line (only the flags given), for trying it without a rulebook."""
+    parser = argparse.ArgumentParser(prog="machine_gates.py", description="Print each gate a Machine reaches as a JSON line, as a rulebook would get it.")
+    for name in (*GateSourceRequest.SOURCE_OPTIONS, *GateSourceRequest.CONNECTION_OPTIONS):
+        if name in _LISTS:
+            parser.add_argument(f"--{_LISTS[name]}", dest=name, action="append", choices=POINTS if name == "point" else None)
+        elif name in _BOOLEANS:
+            parser.add_argument(f"--{name.replace('_', '-')}", dest=name, type=_boolean, metavar="true|false")
+        elif name == "resync_interval":
+            parser.add_argument("--resync-interval", dest=name, type=int, metavar="SECONDS")
+        elif name != "proxy_headers":
+            parser.add_argument(f"--{name.replace('_', '-')}", dest=name)
+    return {name: value for name, value in vars(parser.parse_args(argv)).items() if value is not None}
+
+
+class _PrintQueue:
+    """Stands in for the rulebook's queue: one JSON line per event."""
+
+    async def put(self, event: dict) -> None:
+        print(json.dumps(event, default=str), flush=True)
+
+
+if __name__ == "__main__":
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s", stream=sys.stderr)
+    try:
+        asyncio.run(main(_PrintQueue(), cli_args()))
+    except MachineError as error:
+        sys.exit(f"machine_gates: {error}")
+    except KeyboardInterrupt:
+        pass
