@@ -163,17 +163,8 @@ def _mentions(page: Path, text: str | None = None) -> list[Mention]:
 
 
 @pytest.fixture(scope="module")
-def shipped(tmp_path_factory: pytest.TempPathFactory) -> set[str]:
-    out = tmp_path_factory.mktemp("tarball")
-    built = subprocess.run(
-        [str(BIN / "ansible-galaxy"), "collection", "build", "--force", "--output-path", str(out), str(REPO)],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    assert built.returncode == 0, built.stdout + built.stderr
-    (tarball,) = out.glob("*.tar.gz")
-    with tarfile.open(tarball) as archive:
+def shipped(built_tarball: Path) -> set[str]:
+    with tarfile.open(built_tarball) as archive:
         names = {member.name.removeprefix("./").rstrip("/") for member in archive.getmembers()}
     return names | {str(parent) for name in names for parent in PurePosixPath(name).parents if str(parent) != "."}
 

@@ -23,17 +23,8 @@ MISSING = "no lifecycle.machine collection tarball (lifecycle-machine-*.tar.gz)"
 
 
 @pytest.fixture(scope="module")
-def tarball(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    out = tmp_path_factory.mktemp("tarball")
-    built = subprocess.run(
-        [str(BIN / "ansible-galaxy"), "collection", "build", "--force", "--output-path", str(out), str(REPO)],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    assert built.returncode == 0, built.stdout + built.stderr
-    (found,) = out.glob("lifecycle-machine-*.tar.gz")
-    return found
+def tarball(built_tarball: Path) -> Path:
+    return built_tarball
 
 
 def _ee_dir(tmp_path: Path, *tarballs: Path) -> Path:

@@ -5,7 +5,6 @@ molecule scenario that starts the local control plane, hack/, the Makefile)."""
 from __future__ import annotations
 
 import re
-import subprocess
 import sys
 import tarfile
 from pathlib import Path
@@ -20,17 +19,8 @@ SOURCE_ONLY = re.compile(r"(?<![\w./-])(hack|tests|tools|benchmarks)/|\bMakefile
 
 
 @pytest.fixture(scope="module")
-def tarball(tmp_path_factory: pytest.TempPathFactory) -> dict[str, bytes]:
-    out = tmp_path_factory.mktemp("tarball")
-    built = subprocess.run(
-        [str(BIN / "ansible-galaxy"), "collection", "build", "--force", "--output-path", str(out), str(REPO)],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    assert built.returncode == 0, built.stdout + built.stderr
-    (path,) = out.glob("lifecycle-machine-*.tar.gz")
-    with tarfile.open(path) as archive:
+def tarball(built_tarball: Path) -> dict[str, bytes]:
+    with tarfile.open(built_tarball) as archive:
         return {m.name.removeprefix("./"): archive.extractfile(m).read() for m in archive.getmembers() if m.isfile()}
 
 
