@@ -207,7 +207,7 @@ def step_names(flavour: Flavour) -> list[str]:
     return [STEP_PRE_DRAIN, STEP_DRAIN, STEP_VOLUMES, STEP_PRE_TERMINATE, *terminate, STEP_NODE, STEP_RELEASE]
 
 
-def timeout_passed(started_at: _dt.datetime | None, timeout: int | None, now: _dt.datetime) -> bool:
+def timeout_passed(started_at: _dt.datetime | None, timeout: float | None, now: _dt.datetime) -> bool:
     """Whether ``timeout`` seconds have passed since ``started_at`` (never without either, as upstream)."""
     if not timeout or started_at is None:
         return False
