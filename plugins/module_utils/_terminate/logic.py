@@ -38,7 +38,7 @@ from ansible_collections.lifecycle.machine.plugins.module_utils._machine.flavour
     is_deleting,
     machine_label,
 )
-from ansible_collections.lifecycle.machine.plugins.module_utils._options.logic import check_options, empty_names, seconds
+from ansible_collections.lifecycle.machine.plugins.module_utils._options.logic import check_options, empty_names, invalid_names, seconds
 from ansible_collections.lifecycle.machine.plugins.module_utils._terminate.volumes import VolumeWaitStatus, volume_detach_message
 from ansible_collections.lifecycle.machine.plugins.module_utils._timeutil import parse_time, rfc3339
 
@@ -64,7 +64,9 @@ class TerminateRequest:
     @classmethod
     def from_params(cls, params: dict, check_mode: bool) -> TerminateRequest:
         """The request of a task; MachineError naming every option out of range."""
-        check_options("machine_terminate", params, BOUNDS, errors=empty_names(params, ("machine", "namespace")))
+        check_options(
+            "machine_terminate", params, BOUNDS, errors=empty_names(params, ("machine", "namespace")) + invalid_names(params, ("machine",), ("namespace",))
+        )
         return cls(
             namespace=params["namespace"],
             machine=params["machine"],
