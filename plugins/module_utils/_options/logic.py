@@ -102,6 +102,15 @@ def invalid_names(params: Mapping[str, Any], subdomains: Iterable[str] = (), nam
     return [error for error in errors if error]
 
 
+def unknown_keys(mapping: Mapping[str, Any], allowed: Iterable[str], where: str) -> str | None:
+    """Why ``mapping`` has keys nobody reads (a misspelt ``namespace`` that was ignored widens a task); None when it has none."""
+    allowed = sorted(set(allowed))
+    unknown = sorted(str(key) for key in mapping if key not in allowed)
+    if not unknown:
+        return None
+    return f"{where} has unknown key(s) {', '.join(unknown)} (allowed: {', '.join(allowed)})"
+
+
 def invalid_options(module: str, errors: Iterable[str]) -> MachineError:
     """The one failure of a task whose options cannot be acted on."""
     return MachineError(f"Invalid options of {module}: {'; '.join(errors)}; nothing was changed")
