@@ -199,3 +199,14 @@ def test_a_file_that_is_not_a_kubeconfig_is_named(tmp_path, text) -> None:
         or f"Invalid kube-config file. Expected key name in {path}" in result["msg"]
     )
     assert "Traceback" not in json.dumps(result)
+
+
+def test_the_host_option_is_the_server_talked_to(kubeconfig) -> None:
+    """With a kubeconfig, the kubeconfig loader's token refresh put its own server back before each request:
+    ``host`` was ignored and the task read (or changed) the kubeconfig's cluster instead."""
+    closed = socket.create_server(("127.0.0.1", 0))
+    port = closed.getsockname()[1]
+    closed.close()  # nothing listens there now
+    result, _took = run_module(Path(kubeconfig), "machine_info", {"namespace": "default", "host": f"https://127.0.0.1:{port}"})
+    assert result.get("failed"), f"the task talked to another server than https://127.0.0.1:{port}: {result}"
+    assert "connection refused" in result["msg"]

@@ -563,6 +563,7 @@ def _from_factory(
     policy: RetryPolicy | None = None,
     user_agent: str = USER_AGENT,
     settings: Callable[[], tuple[str, str]] = lambda: ("", ""),
+    host: Callable[[], str] = lambda: "",
     clock: Callable[[], float] = time.monotonic,
     sleep: Callable[[float], None] = time.sleep,
 ) -> KubeApi:
@@ -579,7 +580,8 @@ def _from_factory(
     The factory asks the server for ``/version`` without any timeout, so it
     runs in a thread of its own that is given up after :data:`FIRST_ANSWER_TIMEOUT`:
     a server that accepts the connection and never answers must not hang the
-    task. ``settings()`` names the kubeconfig and the server for messages.
+    task. ``settings()`` names the kubeconfig and the server for messages;
+    ``host()`` is the server given explicitly (option or ``K8S_AUTH_HOST``), if any.
     The time a failure reports is measured on ``clock``, pauses included.
     """
     policy = policy or RetryPolicy()
@@ -613,6 +615,7 @@ def _from_factory(
             kubeconfig, _server = settings()
             raise ConfigError(f"Cannot use the kubeconfig {kubeconfig or '(none given)'}: it is not a kubeconfig ({_error_text(exc)})") from None
     configuration = k8s_client.configuration
+    _keep_host(configuration, host())
     configuration.connection_pool_maxsize = max(POOL_SIZE, configuration.connection_pool_maxsize or 0)
     configuration.retries = False
     factory_client = k8s_client.client.client
@@ -622,6 +625,30 @@ def _from_factory(
         api_client.default_headers[name] = value
     api_client.user_agent = user_agent
     return KubeApi(api_client, policy=policy, clock=clock)
+
+
+def _keep_host(configuration: Any, host: str) -> None:
+    """Keep the server kubernetes.core chose (the ``host`` option over the kubeconfig's).
+
+    The kubeconfig loader's token refresh hook, run before every request, sets
+    the host back to the kubeconfig's server (and installs itself again): ``host``
+    was silently ignored from the second request on, and the task talked to the
+    kubeconfig's cluster instead of the one it was given.
+    """
+    hook = getattr(configuration, "refresh_api_key_hook", None)
+    if hook is None or not host:
+        return
+    configuration.host = host
+    inner = hook
+
+    def refresh(target: Any) -> None:
+        nonlocal inner
+        inner(target)
+        if target.refresh_api_key_hook is not refresh:  # the loader installs a new hook each time it runs
+            inner, target.refresh_api_key_hook = target.refresh_api_key_hook, refresh
+        target.host = host
+
+    configuration.refresh_api_key_hook = refresh
 
 
 def _call_bounded(function: Callable[[], Any], timeout: float) -> Any:
@@ -703,7 +730,7 @@ def _json_body(data: Any) -> Any:
 
 def api_from_module(module: Any, **kwargs: Any) -> KubeApi:
     """The transport for a module, from its kubernetes.core connection options."""
-    return _from_factory(lambda: get_api_client(module=module), settings=lambda: _settings(module.params), **kwargs)
+    return _from_factory(lambda: get_api_client(module=module), settings=lambda: _settings(module.params), host=lambda: _host(module.params), **kwargs)
 
 
 def api_from_options(*, policy: RetryPolicy | None = None, user_agent: str = USER_AGENT, **options: Any) -> KubeApi:
@@ -712,7 +739,14 @@ def api_from_options(*, policy: RetryPolicy | None = None, user_agent: str = USE
     ``impersonate_user``, ...); unset ones come from ``K8S_AUTH_*`` variables,
     then the default kubeconfig or the in-cluster service account."""
     options = {key: value for key, value in options.items() if value is not None}
-    return _from_factory(lambda: get_api_client(**options), policy=policy, user_agent=user_agent, settings=lambda: _settings(options))
+    return _from_factory(
+        lambda: get_api_client(**options), policy=policy, user_agent=user_agent, settings=lambda: _settings(options), host=lambda: _host(options)
+    )
+
+
+def _host(options: dict) -> str:
+    """The server given explicitly, as kubernetes.core reads it (option, then ``K8S_AUTH_HOST``); "" when none is."""
+    return str(options.get("host") or os.environ.get("K8S_AUTH_HOST") or "").rstrip("/")
 
 
 def _settings(options: dict) -> tuple[str, str]:

@@ -13,7 +13,7 @@ import pytest
 from fake_api_client import FakeClock, refused, ssl_error
 
 from ansible_collections.lifecycle.machine.plugins.module_utils._k8s import client as client_module
-from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.client import FIRST_CONTACT_BUDGET, _from_factory
+from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.client import FIRST_CONTACT_BUDGET, _from_factory, _keep_host
 from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.errors import ApiError, ConfigError
 from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.retry import RetryPolicy
 
@@ -69,3 +69,39 @@ def test_a_file_that_is_not_a_kubeconfig_is_named(error) -> None:
     with pytest.raises(ConfigError) as caught:
         _from_factory(factory, settings=lambda: ("/etc/hosts", ""))
     assert str(caught.value) == f"Cannot use the kubeconfig /etc/hosts: it is not a kubeconfig ({type(error).__name__}: {error})"
+
+
+class LoaderConfiguration:
+    """What kubernetes' kubeconfig loader leaves: a refresh hook that sets the kubeconfig's
+    server again and installs a new copy of itself each time it runs."""
+
+    def __init__(self) -> None:
+        self.host = "https://kubeconfig.example:6443"
+        self.refresh_api_key_hook = self.loader_hook
+        self.refreshed = 0
+
+    def loader_hook(self, target) -> None:
+        self.refreshed += 1
+        target.host = "https://kubeconfig.example:6443"
+
+        def reinstalled(again) -> None:  # a new function each time, as the loader's closure is
+            self.loader_hook(again)
+
+        target.refresh_api_key_hook = reinstalled
+
+
+def test_an_explicit_host_survives_every_token_refresh() -> None:
+    """The loader's hook set the host back before each request: the host option was ignored."""
+    configuration = LoaderConfiguration()
+    _keep_host(configuration, "https://given.example:6443")
+    for _request in range(3):
+        configuration.refresh_api_key_hook(configuration)
+        assert configuration.host == "https://given.example:6443"
+    assert configuration.refreshed == 3, "the token is still refreshed"
+
+
+def test_without_an_explicit_host_the_kubeconfig_decides() -> None:
+    configuration = LoaderConfiguration()
+    _keep_host(configuration, "")
+    configuration.refresh_api_key_hook(configuration)
+    assert configuration.host == "https://kubeconfig.example:6443"
