@@ -209,4 +209,4 @@ def test_the_host_option_is_the_server_talked_to(kubeconfig) -> None:
     closed.close()  # nothing listens there now
     result, _took = run_module(Path(kubeconfig), "machine_info", {"namespace": "default", "host": f"https://127.0.0.1:{port}"})
     assert result.get("failed"), f"the task talked to another server than https://127.0.0.1:{port}: {result}"
-    assert "connection refused" in result["msg"]
+    assert f"connection refused (https://127.0.0.1:{port})" in result["msg"]

@@ -290,6 +290,8 @@ class KubeApi:
                 # Name the server and the limit: a silent server must be told from a slow one.
                 which, seconds = ("connect", timeout[0]) if isinstance(exc, ConnectTimeoutError) else ("read", timeout[1])
                 reason = f"no answer from {self.server or 'the API server'} within the {which} timeout of {seconds:g} s ({reason})"
+            elif reason == "connection refused" and self.server:
+                reason = f"connection refused ({self.server})"
             return Failure(0, reason, sent=not isinstance(exc, ConnectTimeoutError)), None
         if exc.status:
             return self._answer(exc.status, exc.body, getattr(exc, "headers", None) or {})
