@@ -154,6 +154,8 @@ def manage_finalizer(api: KubeApi, request: AliveRequest, check_mode: bool) -> d
         raise MachineError(f"Invalid finalizer {finalizer}: {'; '.join(errors)}")
     ref = alive_api.resolve(api, request.api_version, request.name, request.namespace)
     before, after, changed = alive_api.set_finalizer(api, ref, finalizer, present, dry_run=check_mode)
+    if before is None:
+        _require_namespace(api, ref)  # a finalizer "released" from a mistyped namespace still holds the real Alive object
     result = {"changed": changed, "operation": ("added" if present else "removed") if changed else "none", "alive": _finalizer_summary(ref, after)}
     if changed:
         result["diff"] = {"before": diff_view(_finalizer_summary(ref, before)), "after": diff_view(result["alive"])}
