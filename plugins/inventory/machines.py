@@ -138,9 +138,10 @@ try:
     from ansible_collections.lifecycle.machine.plugins.module_utils._errors import MachineError
     from ansible_collections.lifecycle.machine.plugins.module_utils._info.logic import describe
     from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.client import api_from_options
-    from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.errors import ApiError
-    from ansible_collections.lifecycle.machine.plugins.module_utils._machine.api import list_machines
+    from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.errors import ApiError, ConfigError
+    from ansible_collections.lifecycle.machine.plugins.module_utils._machine.api import list_machines, namespace_missing
     from ansible_collections.lifecycle.machine.plugins.module_utils._machine.flavour import OPENSHIFT
+    from ansible_collections.lifecycle.machine.plugins.module_utils._options.logic import namespace_error, unknown_keys
 
     IMPORT_ERROR = None
 except ImportError as exc:  # the kubernetes client or kubernetes.core missing
@@ -149,6 +150,9 @@ except ImportError as exc:  # the kubernetes client or kubernetes.core missing
 # The connection options passed on to kubernetes.core's client factory.
 AUTH_OPTIONS = ("kubeconfig", "context", "host", "api_key", "validate_certs", "ca_cert", "client_cert", "client_key", "proxy", "no_proxy")
 IMPERSONATION = ("impersonate_user", "impersonate_groups")
+# Ansible checks neither the keys of a connection nor their aliases (documented above): done here.
+ALIASES = {"verify_ssl": "validate_certs", "ssl_ca_cert": "ca_cert", "cert_file": "client_cert", "key_file": "client_key"}
+CONNECTION_KEYS = ("name", *AUTH_OPTIONS, *IMPERSONATION, "namespaces", "label_selectors", "api_version", *ALIASES)
 # Labels that name a Machine's MachineSet and MachineDeployment.
 MACHINESET_LABELS = ("machine.openshift.io/cluster-api-machineset", "cluster.x-k8s.io/set-name")
 MACHINEDEPLOYMENT_LABEL = "cluster.x-k8s.io/deployment-name"
@@ -197,7 +201,8 @@ class InventoryModule(BaseInventoryPlugin, Constructable, Cacheable):
         super().parse(inventory, loader, path, cache)
         if IMPORT_ERROR is not None:
             raise AnsibleParserError(f"lifecycle.machine.machines needs the kubernetes Python client and the kubernetes.core collection: {IMPORT_ERROR}")
-        self._read_config_data(path)
+        config = self._read_config_data(path)
+        self.check_config(config)
         cache_key = self.get_cache_key(path)
         use_cache = self.get_option("cache") and cache
         machines = None
@@ -213,18 +218,40 @@ class InventoryModule(BaseInventoryPlugin, Constructable, Cacheable):
         for connection, info in machines:
             self.add_machine(connection, info)
 
+    def check_config(self, config: dict) -> None:
+        """Refuse what Ansible lets through: unknown keys at the top (Ansible ignores them) and in a
+        connection, and namespaces no Namespace can be named. An ignored ``namespace`` reads every namespace."""
+        errors = [unknown_keys(config or {}, self._options, "The configuration")]
+        for index, connection in enumerate(self.get_option("connections") or []):
+            if not isinstance(connection, dict):
+                errors.append(f"connections[{index}] must be a mapping")
+                continue
+            errors.append(unknown_keys(connection, CONNECTION_KEYS, f"connections[{index}]"))
+            namespaces = connection.get("namespaces") or []
+            if not isinstance(namespaces, list):
+                errors.append(f"connections[{index}].namespaces must be a list")
+                continue
+            errors += [namespace_error(f"connections[{index}].namespaces", namespace) for namespace in namespaces]
+        errors = [error for error in errors if error]
+        if errors:
+            raise AnsibleParserError(f"lifecycle.machine.machines: {'; '.join(errors)}")
+
     def read_machines(self) -> list[tuple[str, dict]]:
         """(connection name, machine_info view) of every Machine of every connection."""
         found = []
         for connection in self.get_option("connections") or [{}]:
             name = connection_name(connection)
-            options = {key: connection.get(key) for key in AUTH_OPTIONS + IMPERSONATION if connection.get(key) is not None}
+            given = {ALIASES.get(key, key): value for key, value in connection.items()}
+            options = {key: given.get(key) for key in AUTH_OPTIONS + IMPERSONATION if given.get(key) is not None}
             try:
                 api = api_from_options(**options)
                 for namespace in connection.get("namespaces") or [None]:
                     selector = ",".join(connection.get("label_selectors") or []) or None
-                    found.extend((name, describe(machine)) for machine in list_machines(api, namespace, selector, connection.get("api_version")))
-            except (ApiError, MachineError) as exc:
+                    listed = list_machines(api, namespace, selector, connection.get("api_version"))
+                    if not listed and namespace and namespace_missing(api, namespace):
+                        raise MachineError(f"Namespace {namespace} not found")
+                    found.extend((name, describe(machine)) for machine in listed)
+            except (ApiError, MachineError, ConfigError) as exc:
                 raise AnsibleParserError(f"lifecycle.machine.machines: cannot read the Machines of connection {name}: {exc}") from None
         return found
 

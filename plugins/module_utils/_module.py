@@ -23,7 +23,8 @@ from ansible.module_utils.basic import AnsibleModule, missing_required_lib
 
 from ansible_collections.lifecycle.machine.plugins.module_utils._errors import MachineError
 from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.client import api_from_module
-from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.errors import ApiError, Cancelled
+from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.errors import ApiError, Cancelled, ConfigError
+from ansible_collections.lifecycle.machine.plugins.module_utils._timeutil import DURATIONPY_IMPORT_ERROR
 
 try:
     from ansible_collections.kubernetes.core.plugins.module_utils.args_common import AUTH_ARG_SPEC
@@ -115,6 +116,8 @@ def run(module: Any, body: Callable[[Any], dict]) -> None:
     """
     if not HAS_KUBERNETES:
         module.fail_json(msg=missing_required_lib("kubernetes"), exception=KUBERNETES_IMPORT_ERROR)
+    if DURATIONPY_IMPORT_ERROR:
+        module.fail_json(msg=missing_required_lib("durationpy"), exception=DURATIONPY_IMPORT_ERROR)
     api = None
     try:
         api = api_from_module(module)
@@ -128,7 +131,7 @@ def run(module: Any, body: Callable[[Any], dict]) -> None:
         module.fail_json(msg=f"Kubernetes API error: {exc.describe()}", status=exc.status)
     except Cancelled as exc:
         module.fail_json(msg=f"Cancelled: {exc}")
-    except CoreException as exc:  # kubernetes.core's error for unusable auth settings
+    except (CoreException, ConfigError) as exc:  # connection settings that cannot be used
         module.fail_json(msg=str(exc))
     _warn_retries(module, api)
     module.exit_json(**result)

@@ -9,6 +9,16 @@ on an older Python the modules still import and fail with a clear message.
 from __future__ import annotations
 
 import datetime as _dt
+import re
+import traceback
+
+try:
+    import durationpy
+
+    DURATIONPY_IMPORT_ERROR = None
+except ImportError:  # pragma: no cover - reported by the modules through missing_required_lib
+    durationpy = None
+    DURATIONPY_IMPORT_ERROR = traceback.format_exc()
 
 
 def now() -> _dt.datetime:
@@ -41,31 +51,35 @@ def parse_time(value: str | None) -> _dt.datetime | None:
     return parsed
 
 
-def parse_duration(value: str | int | None) -> int | None:
-    """Seconds of a Go-style duration (``10m``, ``1h30m``, ``90s``) or an int; ``None``/0 = no limit."""
-    if value in (None, "", 0, "0", "0s"):
+# The units Go's time.ParseDuration knows; durationpy also reads d, w, mm and y, which Go refuses.
+_GO_UNITS = frozenset(("ns", "us", "\u00b5s", "\u03bcs", "ms", "s", "m", "h"))
+
+
+def parse_duration(value: str | int | None) -> float | None:
+    """Seconds of a Go duration (``10m``, ``1h30m``, ``500ms``) or an int; ``None`` = no limit.
+
+    As Cluster API reads ``nodeDrainTimeout`` and its siblings, a duration of
+    zero or less (or unset) means no limit, and any positive one is a limit,
+    however short: ``500ms`` is half a second, never "no limit". Whole
+    seconds come back as ``int``.
+    """
+    if value is None or value == "":
         return None
+    if isinstance(value, bool):
+        raise ValueError(f"invalid duration {value!r}")
     if isinstance(value, int):
-        return value
-    units = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 0.001, "us": 0.000001, "µs": 0.000001, "ns": 0.000000001}
-    total = 0.0
-    number = ""
-    text = str(value).strip()
-    index = 0
-    while index < len(text):
-        char = text[index]
-        if char.isdigit() or char == ".":
-            number += char
-            index += 1
-            continue
-        unit = char
-        if text[index : index + 2] in ("ms", "us", "µs", "ns"):
-            unit = text[index : index + 2]
-        if unit not in units or not number:
-            raise ValueError(f"invalid duration {value!r}")
-        total += float(number) * units[unit]
-        number = ""
-        index += len(unit)
-    if number:
-        raise ValueError(f"invalid duration {value!r}: missing unit")
-    return int(total) or None
+        return value if value > 0 else None
+    text = str(value)
+    try:
+        seconds = durationpy.from_str(text).total_seconds()
+    except durationpy.DurationError:
+        raise ValueError(f"invalid duration {value!r}: expected a Go duration such as 90s, 10m or 1h30m") from None
+    unknown = sorted(set(re.findall(r"[^0-9.+-]+", text)) - _GO_UNITS)
+    if unknown:
+        raise ValueError(f"invalid duration {value!r}: unknown unit {', '.join(unknown)} (Go durations use ns, us, ms, s, m and h)")
+    if seconds < 0 or (seconds == 0 and (text.startswith("-") or not re.search(r"[1-9]", text))):
+        return None
+    if seconds == 0:
+        # timedelta counts microseconds: a positive duration below one (1ns) is still a limit.
+        seconds = 1e-6
+    return int(seconds) if seconds.is_integer() else seconds

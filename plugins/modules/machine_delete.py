@@ -53,6 +53,9 @@ options:
       - The Machines to delete, each with C(name), C(namespace) and optionally C(api_version) - for example the
         RV(lifecycle.machine.machine_info#module:machines) a M(lifecycle.machine.machine_info) task returned.
       - A Machine that no longer exists is reported as V(done).
+      - Any other key than those and the ones M(lifecycle.machine.machine_info) and this module return about a
+        Machine is refused (an ignored C(api_verison) would choose a Machine of any flavour), as is a name no Machine
+        or Namespace can have (V(Worker-1)), before any Machine is touched.
     type: list
     elements: dict
     required: true

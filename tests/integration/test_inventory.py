@@ -133,3 +133,54 @@ def test_a_group_is_deleted_each_machine_reported_on_its_host(machines, kube, ku
     assert held is not None and held["metadata"].get("deletionTimestamp"), "held at its preTerminate gate"
     assert kube.get(f"{capi}/control-plane-0") is not None
     assert "preTerminate" in proc.stdout and "flush" in proc.stdout
+
+
+@pytest.mark.parametrize(
+    ("config", "message"),
+    [
+        (
+            {"connection": [{"namespaces": ["{namespace}"]}]},
+            "lifecycle.machine.machines: The configuration has unknown key(s) connection (allowed: cache, cache_connection,",
+        ),
+        (
+            {"connections": [{"kubeconfig": "{kubeconfig}", "namespace": ["{namespace}"]}]},
+            "lifecycle.machine.machines: connections[0] has unknown key(s) namespace (allowed: api_key, api_version,",
+        ),
+        (
+            {"connections": [{"kubeconfig": "{kubeconfig}", "namespaces": ["Openshift-Machine-API"]}]},
+            "lifecycle.machine.machines: connections[0].namespaces 'Openshift-Machine-API' can never name a Namespace",
+        ),
+        (
+            {"connections": [{"kubeconfig": "{kubeconfig}", "namespaces": ["{namespace}-typo"]}]},
+            "lifecycle.machine.machines: cannot read the Machines of connection default: Namespace {namespace}-typo not found",
+        ),
+    ],
+    ids=["top-level-typo", "connection-key-typo", "impossible-namespace", "missing-namespace"],
+)
+def test_a_mistyped_configuration_is_refused_not_read_more_widely(machines, kubeconfig, tmp_path, config, message) -> None:
+    """Ansible ignores unknown keys of an inventory configuration: an ignored ``namespace`` read every namespace."""
+    text = json.dumps({"plugin": "lifecycle.machine.machines", **config}).replace("{namespace}", machines).replace("{kubeconfig}", kubeconfig)
+    path = tmp_path / "typo.machines.yml"
+    path.write_text(text)
+    env = {**ansible_env(kubeconfig), "ANSIBLE_INVENTORY_UNPARSED_FAILED": "true"}
+    command = [str(Path(sys.executable).parent / "ansible-inventory"), "-i", str(path), "--list"]
+    proc = subprocess.run(command, capture_output=True, text=True, env=env, check=False, timeout=120)
+    assert proc.returncode != 0, proc.stdout
+    assert message.format(namespace=machines) in " ".join(proc.stderr.split()), proc.stderr
+
+
+def test_the_documented_aliases_of_a_connection_are_honoured(machines, kubeconfig, tmp_path) -> None:
+    """verify_ssl, ssl_ca_cert, cert_file and key_file were documented but never read."""
+    path = tmp_path / "alias.machines.yml"
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "plugin": "lifecycle.machine.machines",
+                "connections": [{"kubeconfig": kubeconfig, "namespaces": [machines], "ssl_ca_cert": "/nonexistent/ca.crt"}],
+            }
+        )
+    )
+    env = {**ansible_env(kubeconfig), "ANSIBLE_INVENTORY_UNPARSED_FAILED": "true"}
+    command = [str(Path(sys.executable).parent / "ansible-inventory"), "-i", str(path), "--list"]
+    proc = subprocess.run(command, capture_output=True, text=True, env=env, check=False, timeout=120)
+    assert proc.returncode != 0, "a CA file that does not exist must be used, and fail"

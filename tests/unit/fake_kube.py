@@ -126,6 +126,9 @@ class FakeKube:
         self._versions = itertools.count(1)
         self._uids = itertools.count(1)
         self.on_request: Callable[[str, str], None] | None = None
+        # Every Namespace exists unless named here (or namespaces_implicit is off: then only those put).
+        self.missing_namespaces: set[str] = set()
+        self.namespaces_implicit = True
 
     # -- test set-up -----------------------------------------------------------
     def put(self, path: str, obj: dict) -> dict:
@@ -169,6 +172,9 @@ class FakeKube:
         if method == "GET":
             if path in self.objects:
                 return copy.deepcopy(self.objects[path])
+            namespace = _namespace_named(path)
+            if namespace is not None and namespace not in self.missing_namespaces and self.namespaces_implicit:
+                return {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}}
             items = self._collection(path, query.get("labelSelector"), query.get("fieldSelector"))
             if items is None:
                 raise ApiError(404, "Not Found", {"message": f"{path} not found"}, method, path)
@@ -340,6 +346,12 @@ class FakeKube:
     def finish(self, path: str) -> None:
         """A terminating object (say, an evicted Pod) goes away."""
         self._remove(path)
+
+
+def _namespace_named(path: str) -> str | None:
+    """The Namespace ``/api/v1/namespaces/<name>`` names; None for any other path."""
+    parts = [part for part in path.split("/") if part]
+    return parts[3] if len(parts) == 4 and parts[:3] == ["api", "v1", "namespaces"] else None
 
 
 def _is_collection(path: str) -> bool:

@@ -62,6 +62,8 @@ def test_a_missing_object_is_404_and_a_collection_a_list() -> None:
     kube = FakeKube()
     assert kube.get(POD) is None
     assert kube.get("/api/v1/nodes/n1") is None
+    assert kube.get("/api/v1/namespaces/ns")["metadata"]["name"] == "ns", "every Namespace exists unless told otherwise"
+    kube.missing_namespaces.add("ns")
     assert kube.get("/api/v1/namespaces/ns") is None
     assert kube.list(PODS) == []
     assert kube.list_with_version("/apis/example.com/v1/widgets") == ([], None), "a resource never stored is not served"

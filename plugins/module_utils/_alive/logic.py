@@ -15,7 +15,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from ansible_collections.lifecycle.machine.plugins.module_utils._options.logic import check_options, empty_names, seconds
+from ansible_collections.lifecycle.machine.plugins.module_utils._options.logic import check_options, empty_names, invalid_names, seconds
 
 # The enhancement names no API group; this collection serves Alive from its own
 # (the CRD in docs/cluster_deletion.md). Modules take api_version to use another.
@@ -215,5 +215,5 @@ class AliveRequest:
     @classmethod
     def from_params(cls, params: dict, module: str = "cluster_alive") -> AliveRequest:
         """The request of a task of ``module``; MachineError naming every option out of range."""
-        check_options(module, params, BOUNDS, errors=empty_names(params, ("name",)))
+        check_options(module, params, BOUNDS, errors=empty_names(params, ("name",)) + invalid_names(params, ("name",), ("namespace",)))
         return cls(**{key: params[key] for key in cls.__dataclass_fields__ if key in params})

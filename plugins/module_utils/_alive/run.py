@@ -77,8 +77,17 @@ def ensure_present(api: KubeApi, ref: AliveRef, request: AliveRequest, check_mod
     return _result(ref, _summary(ref, None), _summary(ref, created), changed=True, namespace_created=namespace_created)
 
 
+def _require_namespace(api: KubeApi, ref: AliveRef) -> None:
+    """An Alive object that is not there because its namespace is not: a typo, never "already gone"
+    (a teardown would go on at once, without waiting for anyone's cleanup)."""
+    if ref.namespace and alive_api.namespace_missing(api, ref.namespace):
+        raise MachineError(f"Namespace {ref.namespace} not found, so Alive {ref.label} cannot be in it: check the namespace; nothing was changed")
+
+
 def ensure_absent(api: KubeApi, ref: AliveRef, request: AliveRequest, check_mode: bool, warn: Callable[[str], None]) -> dict:
     current = alive_api.get(api, ref)
+    if current is None:
+        _require_namespace(api, ref)
     before = _summary(ref, current)
     changed = False
     if current is not None and not before["deleting"]:
@@ -124,7 +133,10 @@ def manage_alive(api: KubeApi, request: AliveRequest, check_mode: bool, warn: Ca
 
 def read_alive(api: KubeApi, request: AliveRequest) -> dict:
     ref = alive_api.resolve(api, request.api_version, request.name, request.namespace)
-    summary = alive_summary(alive_api.get(api, ref), name=ref.name, namespace=ref.namespace, api_version=ref.api_version)
+    current = alive_api.get(api, ref)
+    if current is None:
+        _require_namespace(api, ref)
+    summary = alive_summary(current, name=ref.name, namespace=ref.namespace, api_version=ref.api_version)
     return {"changed": False, "alive": summary}
 
 
@@ -142,6 +154,8 @@ def manage_finalizer(api: KubeApi, request: AliveRequest, check_mode: bool) -> d
         raise MachineError(f"Invalid finalizer {finalizer}: {'; '.join(errors)}")
     ref = alive_api.resolve(api, request.api_version, request.name, request.namespace)
     before, after, changed = alive_api.set_finalizer(api, ref, finalizer, present, dry_run=check_mode)
+    if before is None:
+        _require_namespace(api, ref)  # a finalizer "released" from a mistyped namespace still holds the real Alive object
     result = {"changed": changed, "operation": ("added" if present else "removed") if changed else "none", "alive": _finalizer_summary(ref, after)}
     if changed:
         result["diff"] = {"before": diff_view(_finalizer_summary(ref, before)), "after": diff_view(result["alive"])}

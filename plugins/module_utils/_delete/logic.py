@@ -18,7 +18,7 @@ import re
 from dataclasses import dataclass, field
 
 from ansible_collections.lifecycle.machine.plugins.module_utils._drain.logic import normalize_rules
-from ansible_collections.lifecycle.machine.plugins.module_utils._options.logic import Bound, bound_errors, invalid_options, seconds
+from ansible_collections.lifecycle.machine.plugins.module_utils._options.logic import Bound, bound_errors, invalid_names, invalid_options, seconds
 
 # Where a Machine stands after a task.
 DONE = "done"  # released (gone)
@@ -38,6 +38,41 @@ BOUNDS = (
     *seconds("progress_interval"),
     *seconds("wait_sleep", least=1),
     *seconds("grace_period"),
+)
+
+
+# What a ``machines`` entry may hold: what chooses the Machine, and what machine_info and machine_delete
+# return about it (their entries are passed on as they are). Anything else is a typo - an ``api_verison``
+# that was ignored would let the task act on a Machine of any flavour.
+ENTRY_CHOOSES = ("name", "namespace", "api_version")
+ENTRY_FIELDS = frozenset(
+    (
+        *ENTRY_CHOOSES,
+        "flavour",
+        "key",
+        # machine_info
+        "exists",
+        "phase",
+        "deleting",
+        "deletion_timestamp",
+        "finalizers",
+        "node_name",
+        "cluster_name",
+        "hooks",
+        "gates",
+        "conditions",
+        "infrastructure_ref",
+        "bootstrap_ref",
+        "labels",
+        "annotations",
+        # machine_delete
+        "status",
+        "step",
+        "message",
+        "changed",
+        "drain",
+        "terminate",
+    )
 )
 
 
@@ -94,6 +129,14 @@ def option_errors(params: dict) -> list[str]:
         if not isinstance(machine, dict) or not machine.get("name") or not machine.get("namespace"):
             errors.append(f"machines[{index}] must have a name and a namespace (got {machine!r})")
             continue
+        unknown = sorted(str(name) for name in set(machine) - ENTRY_FIELDS)
+        if unknown:
+            errors.append(f"machines[{index}] has unknown key(s) {', '.join(unknown)} (a Machine is chosen by {', '.join(ENTRY_CHOOSES)})")
+        errors += invalid_names(
+            {f"machines[{index}].name": machine["name"], f"machines[{index}].namespace": machine["namespace"]},
+            (f"machines[{index}].name",),
+            (f"machines[{index}].namespace",),
+        )
         key = machine_key(machine)
         if key in seen:
             errors.append(f"Machine {key} is given twice")

@@ -33,7 +33,7 @@ from ansible_collections.lifecycle.machine.plugins.module_utils._drain.run impor
 from ansible_collections.lifecycle.machine.plugins.module_utils._errors import MachineError
 from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.client import KubeApi
 from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.errors import ApiError, Cancelled
-from ansible_collections.lifecycle.machine.plugins.module_utils._machine.api import machine_api_versions
+from ansible_collections.lifecycle.machine.plugins.module_utils._machine.api import machine_api_versions, require_namespace
 from ansible_collections.lifecycle.machine.plugins.module_utils._machine.selection import MachineSelection
 from ansible_collections.lifecycle.machine.plugins.module_utils._mark.run import mark_for_deletion
 from ansible_collections.lifecycle.machine.plugins.module_utils._terminate.run import TerminateRequest, terminate_machine
@@ -171,6 +171,8 @@ def delete_machines(api: KubeApi, request: DeleteRequest) -> dict:
     """Delete every Machine of the request side by side; the module result."""
     for api_version in sorted({machine["api_version"] for machine in request.machines if machine.get("api_version")}):
         machine_api_versions(api, api_version)  # a mistyped api_version fails the task before any Machine is touched
+    for namespace in sorted({machine["namespace"] for machine in request.machines}):
+        require_namespace(api, namespace)  # so does a mistyped namespace, which would report its Machines done
     started = time.monotonic()
     slice_end = started + request.progress_interval if request.progress_interval and not request.check_mode else None
     clock = {key: dict(phases) for key, phases in request.clock.items()}

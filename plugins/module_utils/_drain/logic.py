@@ -285,15 +285,27 @@ def _normalize_entries(rule: str, spec: dict, list_name: str, strict: bool) -> l
     return normalized
 
 
-def _rule_parts(raw: Any, index: int) -> tuple[str, str | None, dict, bool]:
-    """Name, namespace, spec and strictness of a served object or an inline rule."""
+_OBJECT_FIELDS = {"apiVersion", "kind", "metadata", "spec", "status"}
+
+
+def _rule_parts(raw: Any, index: int, served: bool = False) -> tuple[str, str | None, dict, bool]:
+    """Name, namespace, spec and strictness of a rule in the object's shape or an inline rule.
+
+    Only objects read from the cluster (``served``) may carry fields this
+    collection does not know: a newer Cluster API release must not break drains.
+    A rule the user wrote is checked strictly in either shape: an ignored
+    ``podSelector`` would widen the rule to every Pod.
+    """
     if not isinstance(raw, dict):
         raise DrainRuleError(f"#{index}", "a rule must be a mapping")
     if "spec" in raw or "metadata" in raw:
-        # As served (v1beta1 and v1beta2 share this shape). Unknown spec fields are
-        # ignored so that a newer Cluster API release cannot break drains.
+        # The object's shape (v1beta1 and v1beta2 share it).
         meta = raw.get("metadata") or {}
-        name, namespace, spec, strict = meta.get("name"), meta.get("namespace"), raw.get("spec"), False
+        name, namespace, spec, strict = meta.get("name"), meta.get("namespace"), raw.get("spec"), not served
+        unknown = sorted(set(raw) - _OBJECT_FIELDS)
+        if strict and unknown:
+            label = name if isinstance(name, str) and name else f"#{index}"
+            raise DrainRuleError(label, f"unknown field(s) {', '.join(unknown)} (allowed: {', '.join(sorted(_OBJECT_FIELDS))})")
     else:
         name, namespace, spec, strict = raw.get("name"), raw.get("namespace"), raw, True
     if not isinstance(name, str) or not name:
@@ -304,20 +316,24 @@ def _rule_parts(raw: Any, index: int) -> tuple[str, str | None, dict, bool]:
     if strict:
         unknown = sorted(set(spec) - _INLINE_FIELDS)
         if unknown:
-            raise DrainRuleError(label, f"unknown field(s) {', '.join(unknown)} (allowed: {', '.join(sorted(_INLINE_FIELDS))})")
+            allowed = _INLINE_FIELDS - {"name", "namespace"} if "spec" in raw else _INLINE_FIELDS
+            where = "spec has " if "spec" in raw else ""
+            raise DrainRuleError(label, f"{where}unknown field(s) {', '.join(unknown)} (allowed: {', '.join(sorted(allowed))})")
     if namespace is not None and not isinstance(namespace, str):
         raise DrainRuleError(label, "namespace must be a string")
     return name, namespace or None, spec, strict
 
 
-def normalize_rules(rules: list[dict] | None, namespace: str | None = None) -> list[dict]:
+def normalize_rules(rules: list[dict] | None, namespace: str | None = None, served: bool = False) -> list[dict]:
     """Validate MachineDrainRules and return them in one shape, sorted by name (byte order).
 
     Accepts objects as served (``metadata.name``/``namespace`` and ``spec.drain``,
     ``spec.machines``, ``spec.pods``; v1beta1 and v1beta2 have the same shape) and
     inline rules ``{"name", "drain": {"behavior", "order"}, "machines", "pods"}``.
     With ``namespace``, served rules of other namespaces are dropped (inline
-    rules have no namespace and always apply).
+    rules have no namespace and always apply). ``served`` says the rules were
+    read from the cluster, whose unknown fields are ignored; anything else is
+    checked strictly.
 
     Each result is ``{"name", "namespace", "drain": {"behavior", "order"},
     "machines": [{"selector", "clusterSelector"}], "pods": [{"selector",
@@ -332,7 +348,7 @@ def normalize_rules(rules: list[dict] | None, namespace: str | None = None) -> l
     normalized = []
     seen: set[str] = set()
     for index, raw in enumerate(rules or []):
-        name, rule_namespace, spec, strict = _rule_parts(raw, index)
+        name, rule_namespace, spec, strict = _rule_parts(raw, index, served)
         label = f"{rule_namespace}/{name}" if rule_namespace else name
         if namespace is not None and rule_namespace is not None and rule_namespace != namespace:
             continue
@@ -776,6 +792,6 @@ def merge_rules(inline: list[dict], served: list[dict], namespace: str | None) -
     """Inline rules and the cluster's MachineDrainRules of ``namespace`` as one
     validated list, sorted by name. An inline rule replaces a cluster rule of
     the same name. Raises DrainRuleError naming an invalid rule."""
-    merged = {rule["name"]: rule for rule in normalize_rules(served, namespace=namespace)}
+    merged = {rule["name"]: rule for rule in normalize_rules(served, namespace=namespace, served=True)}
     merged.update({rule["name"]: rule for rule in normalize_rules(inline)})
     return [merged[name] for name in sorted(merged)]

@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from ansible_collections.lifecycle.machine.plugins.module_utils._options.logic import check_options, empty_names, seconds
+from ansible_collections.lifecycle.machine.plugins.module_utils._options.logic import check_options, empty_names, invalid_names, seconds
 
 DRAINED, CORDONED, UNCORDONED = "drained", "cordoned", "uncordoned"
 # The verb of each state, as skip messages say it ("Drain skipped: ...").
@@ -38,7 +38,9 @@ class DrainRequest:
     @classmethod
     def from_params(cls, params: dict[str, Any], check_mode: bool) -> DrainRequest:
         """The request of a task, from the module's parameters; MachineError naming every option out of range."""
-        check_options("machine_drain", params, BOUNDS, errors=empty_names(params, ("node", "machine")))
+        check_options(
+            "machine_drain", params, BOUNDS, errors=empty_names(params, ("node", "machine")) + invalid_names(params, ("node", "machine"), ("namespace",))
+        )
         return cls(
             node=params["node"],
             machine=params["machine"],

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from ansible_collections.lifecycle.machine.plugins.module_utils._errors import MachineError
 from ansible_collections.lifecycle.machine.plugins.module_utils._info.logic import describe
 from ansible_collections.lifecycle.machine.plugins.module_utils._machine.flavour import PRE_DRAIN, PRE_TERMINATE, flavour_for, is_deleting
+from ansible_collections.lifecycle.machine.plugins.module_utils._options.logic import namespace_error
 
 POINTS = (PRE_DRAIN, PRE_TERMINATE)
 GATES = ("auto", "deleting", "drained")
@@ -101,6 +102,9 @@ class GateSourceRequest:
             raise MachineError(f"gate must be one of {', '.join(GATES)}, got {gate!r}")
         if gate == "drained" and PRE_DRAIN in points:
             raise MachineError("A preDrain hook cannot wait for the drain, which waits for the preDrain hooks: use gate auto or deleting")
+        name_error = namespace_error("namespace", args.get("namespace"))
+        if name_error:
+            raise MachineError(name_error)
         resync = args.get("resync_interval", DEFAULT_RESYNC_INTERVAL)
         if isinstance(resync, bool) or not isinstance(resync, int) or resync < 0:
             raise MachineError(f"resync_interval must be 0 (only on start and after a lost watch) or more seconds, got {resync!r}")

@@ -21,7 +21,7 @@ from ansible_collections.lifecycle.machine.plugins.module_utils._gates.api impor
 from ansible_collections.lifecycle.machine.plugins.module_utils._gates.logic import GateSourceRequest, GateTracker
 from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.client import KubeApi
 from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.errors import ApiError, Cancelled
-from ansible_collections.lifecycle.machine.plugins.module_utils._machine.api import list_machines_of, machine_api_versions
+from ansible_collections.lifecycle.machine.plugins.module_utils._machine.api import list_machines_of, machine_api_versions, require_namespace
 
 log = logging.getLogger("lifecycle.machine.machine_gates")
 
@@ -46,8 +46,9 @@ class GateSource:
         each API in a thread of its own. Returns the Machine APIs followed."""
         try:
             versions = machine_api_versions(self.api, self.request.api_version)
-            for version in versions:
-                list_machines_of(self.api, version, self.request.namespace, self.request.label_selector)
+            listed = [list_machines_of(self.api, version, self.request.namespace, self.request.label_selector)[0] for version in versions]
+            if self.request.namespace and not any(listed):
+                require_namespace(self.api, self.request.namespace)  # a mistyped namespace would wait forever for nothing
         except ApiError as exc:
             raise MachineError(f"Cannot follow Machines: {exc}") from None
         for version in versions:

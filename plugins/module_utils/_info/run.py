@@ -9,7 +9,7 @@ import time
 from ansible_collections.lifecycle.machine.plugins.module_utils._errors import MachineError
 from ansible_collections.lifecycle.machine.plugins.module_utils._info.logic import InfoRequest, describe, reached, select_by_query
 from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.client import KubeApi
-from ansible_collections.lifecycle.machine.plugins.module_utils._machine.api import get_machine, select_machines, wait_for_machine
+from ansible_collections.lifecycle.machine.plugins.module_utils._machine.api import get_machine, require_namespace, select_machines, wait_for_machine
 from ansible_collections.lifecycle.machine.plugins.module_utils._machine.flavour import machine_label
 
 
@@ -22,6 +22,7 @@ def read_machines(api: KubeApi, request: InfoRequest) -> dict:
             raise MachineError(f"namespace is required to find Machine {selection.machine}")
         machine = get_machine(api, selection.namespace, selection.machine, selection.api_version)
         if machine is None:
+            require_namespace(api, selection.namespace)
             gone = {"name": selection.machine, "namespace": selection.namespace, "api_version": selection.api_version, "exists": False}
             return {"changed": False, "machines": [gone] if request.wait else [], **({"waited": 0.0} if request.wait else {})}
         machines = [machine]

@@ -15,16 +15,17 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import socket
 import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
 from typing import Any
-from urllib.parse import urlencode
+from urllib.parse import urlencode, urlsplit
 
 from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.discovery import Discovery
-from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.errors import ApiError, Cancelled, describe_path, http_reason
+from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.errors import ApiError, Cancelled, ConfigError, answer_text, describe_path, http_reason
 from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.paths import JSON_PATCH, MERGE_PATCH, STRATEGIC_PATCH, resource_path
 from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.retry import Failure, RetryPolicy, idempotent, parse_retry_after
 
@@ -55,10 +56,15 @@ except ImportError:  # reported by the module through missing_required_lib
 
 try:
     from ansible_collections.kubernetes.core.plugins.module_utils.k8s.client import get_api_client
+    from ansible_collections.kubernetes.core.plugins.module_utils.k8s.exceptions import CoreException
 except ImportError:  # reported by the module at run time
     get_api_client = None
 
-__all__ = ["JSON_PATCH", "MERGE_PATCH", "STRATEGIC_PATCH", "ApiError", "Cancelled", "KubeApi", "resource_path"]
+    class CoreException(Exception):  # type: ignore[no-redef]
+        """Stand-in."""
+
+
+__all__ = ["JSON_PATCH", "MERGE_PATCH", "STRATEGIC_PATCH", "ApiError", "Cancelled", "ConfigError", "KubeApi", "resource_path"]
 
 USER_AGENT = "lifecycle.machine"
 # Evictions of one batch run concurrently: the connection pool holds as many connections.
@@ -70,13 +76,15 @@ WATCH_SLACK = 10.0
 # A run that has never reached the server (a mistyped host, nothing listening)
 # stops retrying sooner than one that lost a server it was talking to.
 FIRST_CONTACT_BUDGET = 10.0
+# kubernetes.core's client factory asks for /version with no timeout of its own: it is given up after this.
+FIRST_ANSWER_TIMEOUT = CONNECT_TIMEOUT + FIRST_CONTACT_BUDGET
 
 _TRANSPORT_ERRORS: tuple[type[BaseException], ...] = (Urllib3Error, OSError)
 
 
 def _is_permanent_tls_error(text: str) -> bool:
     lowered = text.lower()
-    return "certificate verify failed" in lowered or ("hostname" in lowered and "match" in lowered)
+    return "certificate verify failed" in lowered or ("hostname" in lowered and "match" in lowered) or _not_tls(text)
 
 
 class _Call:
@@ -264,21 +272,34 @@ class KubeApi:
             finally:
                 response.release_conn()
         except (*_TRANSPORT_ERRORS, ApiException) as exc:
-            return self._raised(call, exc)
+            return self._raised(call, exc, timeout)
         return self._answer(status, data, headers)
 
-    def _raised(self, call: _Call, exc: BaseException) -> tuple[Failure | None, Any]:
+    @property
+    def server(self) -> str:
+        """The API server's URL, for messages."""
+        return str(getattr(getattr(self._api_client, "configuration", None), "host", "") or "")
+
+    def _raised(self, call: _Call, exc: BaseException, timeout: tuple[float, float] = (CONNECT_TIMEOUT, READ_TIMEOUT)) -> tuple[Failure | None, Any]:
         """What the client raising ``exc`` means: no answer (status 0; raises
         at once for a certificate the server cannot be trusted with), or the
         answer the client turned into an ApiException."""
         if not isinstance(exc, ApiException):
-            return Failure(0, _transport_reason(exc), sent=not isinstance(exc, ConnectTimeoutError)), None
+            reason = _transport_reason(exc)
+            if reason.startswith("timed out"):
+                # Name the server and the limit: a silent server must be told from a slow one.
+                which, seconds = ("connect", timeout[0]) if isinstance(exc, ConnectTimeoutError) else ("read", timeout[1])
+                reason = f"no answer from {self.server or 'the API server'} within the {which} timeout of {seconds:g} s ({reason})"
+            elif reason == "connection refused" and self.server:
+                reason = f"connection refused ({self.server})"
+            return Failure(0, reason, sent=not isinstance(exc, ConnectTimeoutError)), None
         if exc.status:
             return self._answer(exc.status, exc.body, getattr(exc, "headers", None) or {})
-        reason = str(exc.reason or exc)
-        if _is_permanent_tls_error(reason):
+        raw = str(exc.reason or exc)
+        reason = _exception_reason(exc, self.server)
+        if _is_permanent_tls_error(raw):
             raise ApiError(0, reason, None, call.method, call.path) from None
-        return Failure(0, reason.splitlines()[0] if reason else "no answer", sent=not reason.startswith("SSLError")), None
+        return Failure(0, reason, sent=not raw.startswith("SSLError")), None
 
     def _answer(self, status: int, data: Any, headers: Any) -> tuple[Failure | None, Any]:
         """(None, body) for a success, else (the failure, its body); the server has now answered."""
@@ -391,7 +412,7 @@ class KubeApi:
             try:
                 response = self._open(call, (CONNECT_TIMEOUT, timeout + WATCH_SLACK))
             except (*_TRANSPORT_ERRORS, ApiException) as exc:
-                failure, data = self._raised(call, exc)
+                failure, data = self._raised(call, exc, (CONNECT_TIMEOUT, timeout + WATCH_SLACK))
             else:
                 if 200 <= response.status <= 299:
                     self._answered = True
@@ -538,7 +559,16 @@ def _retry_label(failure: Failure) -> str:
 # Building a KubeApi
 
 
-def _from_factory(factory: Callable[[], Any], *, policy: RetryPolicy | None = None, user_agent: str = USER_AGENT) -> KubeApi:
+def _from_factory(
+    factory: Callable[[], Any],
+    *,
+    policy: RetryPolicy | None = None,
+    user_agent: str = USER_AGENT,
+    settings: Callable[[], tuple[str, str]] = lambda: ("", ""),
+    host: Callable[[], str] = lambda: "",
+    clock: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], None] = time.sleep,
+) -> KubeApi:
     """Build a KubeApi from kubernetes.core's client factory.
 
     The factory reads every connection option and ``K8S_AUTH_*`` variable,
@@ -548,25 +578,46 @@ def _from_factory(factory: Callable[[], Any], *, policy: RetryPolicy | None = No
     Configuration carrying the same default headers, with a larger connection
     pool and without urllib3's own retries (the policy here decides).
     The factory's discovery requests are retried like any other read.
+
+    The factory asks the server for ``/version`` without any timeout, so it
+    runs in a thread of its own that is given up after :data:`FIRST_ANSWER_TIMEOUT`:
+    a server that accepts the connection and never answers must not hang the
+    task. ``settings()`` names the kubeconfig and the server for messages;
+    ``host()`` is the server given explicitly (option or ``K8S_AUTH_HOST``), if any.
+    The time a failure reports is measured on ``clock``, pauses included.
     """
     policy = policy or RetryPolicy()
-    started = time.monotonic()
+    started = clock()
     attempt = 0
     while True:
+        attempt += 1
         try:
-            k8s_client = factory()
+            k8s_client = _call_bounded(factory, FIRST_ANSWER_TIMEOUT)
             break
+        except TimeoutError:
+            kubeconfig, server = settings()
+            reason = f"no answer from {server or 'the API server'} within {FIRST_ANSWER_TIMEOUT:g} s (it accepts connections but does not answer)"
+            # The factory reads /version, /api and /apis: which of them hangs is not known here.
+            raise ApiError(0, reason, None, attempts=attempt, elapsed=clock() - started) from None
         except (ApiException, *_TRANSPORT_ERRORS) as exc:
             status = getattr(exc, "status", 0) or 0
-            failure = Failure(status, str(getattr(exc, "reason", "") or exc).splitlines()[0], sent=False)
+            body = _json_body(getattr(exc, "body", None))
+            failure = Failure(status, _exception_reason(exc, settings()[1]), sent=False)
+            if _is_permanent_tls_error(failure.reason):
+                raise ApiError(0, failure.reason, None, "GET", "/version", attempts=attempt, elapsed=clock() - started) from None
             if status and not policy.retryable(failure, idempotent=True):
-                raise ApiError(status, http_reason(status), _json_body(getattr(exc, "body", None)), "GET", "/version") from None
-            wait = policy.delay(attempt)
-            attempt += 1
-            if time.monotonic() + wait >= started + min(policy.budget, FIRST_CONTACT_BUDGET):
-                raise ApiError(status, failure.reason, _json_body(getattr(exc, "body", None)), "GET", "/version", attempts=attempt) from None
-            time.sleep(wait)
+                raise ApiError(status, http_reason(status), body, "GET", "/version", attempts=attempt, elapsed=clock() - started) from None
+            wait = policy.delay(attempt - 1)
+            if clock() + wait >= started + min(policy.budget, FIRST_CONTACT_BUDGET):
+                raise ApiError(status, failure.reason, body, "GET", "/version", attempts=attempt, elapsed=clock() - started) from None
+            sleep(wait)
+        except CoreException:
+            raise  # kubernetes.core's own message for settings it cannot use
+        except Exception as exc:  # the kubernetes client's errors for a file that is not a kubeconfig
+            kubeconfig, _server = settings()
+            raise ConfigError(f"Cannot use the kubeconfig {kubeconfig or '(none given)'}: it is not a kubeconfig ({_error_text(exc)})") from None
     configuration = k8s_client.configuration
+    _keep_host(configuration, host())
     configuration.connection_pool_maxsize = max(POOL_SIZE, configuration.connection_pool_maxsize or 0)
     configuration.retries = False
     factory_client = k8s_client.client.client
@@ -575,19 +626,113 @@ def _from_factory(factory: Callable[[], Any], *, policy: RetryPolicy | None = No
     for name, value in factory_client.default_headers.items():
         api_client.default_headers[name] = value
     api_client.user_agent = user_agent
-    return KubeApi(api_client, policy=policy)
+    return KubeApi(api_client, policy=policy, clock=clock)
+
+
+def _keep_host(configuration: Any, host: str) -> None:
+    """Keep the server kubernetes.core chose (the ``host`` option over the kubeconfig's).
+
+    The kubeconfig loader's token refresh hook, run before every request, sets
+    the host back to the kubeconfig's server (and installs itself again): ``host``
+    was silently ignored from the second request on, and the task talked to the
+    kubeconfig's cluster instead of the one it was given.
+    """
+    hook = getattr(configuration, "refresh_api_key_hook", None)
+    if hook is None or not host:
+        return
+    configuration.host = host
+    inner = hook
+
+    def refresh(target: Any) -> None:
+        nonlocal inner
+        inner(target)
+        if target.refresh_api_key_hook is not refresh:  # the loader installs a new hook each time it runs
+            inner, target.refresh_api_key_hook = target.refresh_api_key_hook, refresh
+        target.host = host
+
+    configuration.refresh_api_key_hook = refresh
+
+
+def _call_bounded(function: Callable[[], Any], timeout: float) -> Any:
+    """``function()``, in a daemon thread given up (TimeoutError) after ``timeout`` seconds.
+
+    A thread given up stays blocked on its socket until the process ends; the
+    module ends with the failure at once, so nothing waits for it.
+    """
+    outcome: dict[str, Any] = {}
+
+    def target() -> None:
+        try:
+            outcome["value"] = function()
+        except BaseException as exc:  # re-raised in the caller's thread
+            outcome["error"] = exc
+
+    thread = threading.Thread(target=target, name="lifecycle-machine-connect", daemon=True)
+    thread.start()
+    thread.join(timeout)
+    if thread.is_alive():
+        raise TimeoutError
+    if "error" in outcome:
+        raise outcome["error"]
+    return outcome["value"]
+
+
+def _error_text(exc: BaseException) -> str:
+    text = " ".join(str(exc).split())
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def _exception_reason(exc: BaseException, server: str) -> str:
+    """Why a request raised: every line of the client's reason (the first is often
+    only ``SSLError``), and what a TLS handshake answered in plain HTTP means."""
+    if isinstance(exc, ApiException):
+        reason = " ".join(str(exc.reason or exc).split()) or "no answer"
+        reason = reason.removeprefix("SSLError ").strip() if reason.startswith("SSLError ") else reason
+    else:
+        reason = _transport_reason(exc)
+    if _not_tls(reason) and server.startswith("https://"):
+        answer = _plain_http_answer(server)
+        said = f"; it answered: {answer}" if answer else ""
+        reason = f"{reason}: the server at {server} does not speak TLS on that port (is it plain HTTP, http://?){said}"
+    return reason
+
+
+def _not_tls(reason: str) -> bool:
+    lowered = reason.lower()
+    return "wrong version number" in lowered or "record layer failure" in lowered or "packet length too long" in lowered
+
+
+def _plain_http_answer(server: str) -> str:
+    """The first line and text of what a server that does not speak TLS answers a plain HTTP request ("" if nothing)."""
+    parsed = urlsplit(server)
+    try:
+        with socket.create_connection((parsed.hostname or "", parsed.port or 443), timeout=CONNECT_TIMEOUT) as sock:
+            sock.settimeout(CONNECT_TIMEOUT)
+            sock.sendall(f"GET /version HTTP/1.0\r\nHost: {parsed.netloc}\r\n\r\n".encode())
+            data = b""
+            while len(data) < 4096:
+                chunk = sock.recv(4096)
+                if not chunk:
+                    break
+                data += chunk
+    except OSError:
+        return ""
+    head, _sep, text = data.partition(b"\r\n\r\n")
+    status_line = head.split(b"\r\n", 1)[0]
+    return answer_text(b" ".join(part for part in (status_line, text) if part))
 
 
 def _json_body(data: Any) -> Any:
+    """The parsed answer; the raw text when it is not JSON (ApiError quotes it)."""
     try:
         return json.loads(data) if data else None
     except (TypeError, ValueError):
-        return None
+        return data if isinstance(data, (str, bytes)) else None
 
 
 def api_from_module(module: Any, **kwargs: Any) -> KubeApi:
     """The transport for a module, from its kubernetes.core connection options."""
-    return _from_factory(lambda: get_api_client(module=module), **kwargs)
+    return _from_factory(lambda: get_api_client(module=module), settings=lambda: _settings(module.params), host=lambda: _host(module.params), **kwargs)
 
 
 def api_from_options(*, policy: RetryPolicy | None = None, user_agent: str = USER_AGENT, **options: Any) -> KubeApi:
@@ -596,7 +741,28 @@ def api_from_options(*, policy: RetryPolicy | None = None, user_agent: str = USE
     ``impersonate_user``, ...); unset ones come from ``K8S_AUTH_*`` variables,
     then the default kubeconfig or the in-cluster service account."""
     options = {key: value for key, value in options.items() if value is not None}
-    return _from_factory(lambda: get_api_client(**options), policy=policy, user_agent=user_agent)
+    return _from_factory(
+        lambda: get_api_client(**options), policy=policy, user_agent=user_agent, settings=lambda: _settings(options), host=lambda: _host(options)
+    )
+
+
+def _host(options: dict) -> str:
+    """The server given explicitly, as kubernetes.core reads it (option, then ``K8S_AUTH_HOST``); "" when none is."""
+    return str(options.get("host") or os.environ.get("K8S_AUTH_HOST") or "").rstrip("/")
+
+
+def _settings(options: dict) -> tuple[str, str]:
+    """(the kubeconfig, the server) the connection options lead to, for messages;
+    as kubernetes.core reads them: options, then ``K8S_AUTH_*``, then ``KUBECONFIG``."""
+    kubeconfig = options.get("kubeconfig") or os.environ.get("K8S_AUTH_KUBECONFIG") or os.environ.get("KUBECONFIG") or "~/.kube/config"
+    if isinstance(kubeconfig, dict):
+        kubeconfig = "given as a mapping"
+    server = options.get("host") or os.environ.get("K8S_AUTH_HOST") or ""
+    if not server and HAS_KUBERNETES:
+        # load_kube_config made the kubeconfig's cluster the default configuration before the factory sent anything.
+        with contextlib.suppress(Exception):
+            server = kubernetes.client.Configuration.get_default_copy().host or ""
+    return str(kubeconfig), str(server)
 
 
 def api_from_kubeconfig(path: str, context: str | None = None, **kwargs: Any) -> KubeApi:

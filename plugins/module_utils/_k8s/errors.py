@@ -70,6 +70,24 @@ def describe_path(path: str) -> str:
     return f"{subresource} of {what}" if subresource else what
 
 
+# How much of an answer that is not JSON a message quotes.
+ANSWER_TEXT_LIMIT = 300
+
+
+def answer_text(body: Any) -> str:
+    """The text of an answer that is not a JSON object, on one line and shortened; "" for a Status object or none."""
+    if isinstance(body, bytes):
+        body = body.decode("utf-8", "replace")
+    if not isinstance(body, str):
+        return ""
+    text = " ".join(body.split())
+    return text if len(text) <= ANSWER_TEXT_LIMIT else text[: ANSWER_TEXT_LIMIT - 3] + "..."
+
+
+class ConfigError(Exception):
+    """The connection settings cannot be used (a kubeconfig that is not one): nothing was sent."""
+
+
 class ApiError(Exception):
     """The API server refused a request (``status`` is its HTTP status), or no
     answer came at all (``status`` 0: connection refused, reset or timed out).
@@ -98,6 +116,8 @@ class ApiError(Exception):
         self.status = status
         self.reason = reason
         self.body = body if isinstance(body, dict) else {}
+        # An answer that is not a Status object (a proxy's page, a plain HTTP server's text) is kept as text.
+        self.text = answer_text(body)
         self.method = method
         self.path = path
         self.retry_after = retry_after
@@ -110,7 +130,7 @@ class ApiError(Exception):
     @property
     def message(self) -> str:
         """The server's own message when it sent a Status object, else the HTTP reason."""
-        return self.body.get("message") or self.reason or (f"HTTP {self.status}" if self.status else "no answer")
+        return self.body.get("message") or self.text or self.reason or (f"HTTP {self.status}" if self.status else "no answer")
 
     @property
     def causes(self) -> list[dict]:

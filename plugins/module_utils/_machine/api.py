@@ -114,15 +114,36 @@ def list_machines_of(api: KubeApi, api_version: str, namespace: str | None, labe
 
 
 def select_machines(api: KubeApi, selection: MachineSelection) -> list[dict]:
-    """Machines chosen by name or by label selectors (ANDed, as kubernetes.core does)."""
+    """Machines chosen by name or by label selectors (ANDed, as kubernetes.core does).
+    Choosing none in a namespace that does not exist fails (:func:`require_namespace`)."""
     if selection.machine:
         if not selection.namespace:
             raise MachineError(f"namespace is required to find Machine {selection.machine}")
         machine = get_machine(api, selection.namespace, selection.machine, selection.api_version)
         if machine is None:
+            require_namespace(api, selection.namespace)
             raise MachineError(f"Machine {selection.namespace}/{selection.machine} not found")
         return [machine]
-    return list_machines(api, selection.namespace, selection.label_selector, selection.api_version)
+    machines = list_machines(api, selection.namespace, selection.label_selector, selection.api_version)
+    if not machines and selection.namespace:
+        require_namespace(api, selection.namespace)
+    return machines
+
+
+def namespace_missing(api: KubeApi, namespace: str) -> bool:
+    """Whether the Namespace certainly does not exist (a user who may not read Namespaces cannot tell: False)."""
+    try:
+        return api.get(resource_path("v1", "namespaces", name=namespace)) is None
+    except ApiError as exc:
+        if exc.status == 403:
+            return False
+        raise
+
+
+def require_namespace(api: KubeApi, namespace: str) -> None:
+    """Fail when ``namespace`` does not exist: finding no Machine in it must not read as "already done"."""
+    if namespace_missing(api, namespace):
+        raise MachineError(f"Namespace {namespace} not found, so no Machine can be in it: check the namespace; nothing was changed")
 
 
 def refresh(api: KubeApi, machine: dict) -> dict | None:

@@ -9,7 +9,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from ansible_collections.lifecycle.machine.plugins.module_utils._machine.flavour import CAPI_GROUP, OPENSHIFT_GROUP
-from ansible_collections.lifecycle.machine.plugins.module_utils._options.logic import empty_names
+from ansible_collections.lifecycle.machine.plugins.module_utils._options.logic import empty_names, invalid_names
 
 # Where Machines can be served, per group, preferred version first (docs/behaviour.md §1).
 MACHINE_VERSIONS = ((OPENSHIFT_GROUP, ("v1beta1",)), (CAPI_GROUP, ("v1beta2", "v1beta1")))
@@ -44,9 +44,10 @@ def selection_errors(params: dict, *, writes: bool) -> list[str]:
 
     An empty Machine name, or an empty selector, would choose every Machine of the
     namespace (or of the cluster); so would an empty ``label_selectors`` list, which
-    a task that writes (a hook, a condition, a deletion) refuses.
+    a task that writes (a hook, a condition, a deletion) refuses. A name no Machine
+    or Namespace can have (``Worker-1``) is refused: "not found" must not read as done.
     """
-    errors = empty_names(params, ("machine",))
+    errors = empty_names(params, ("machine",)) + invalid_names(params, subdomains=("machine",), namespaces=("namespace",))
     selectors = params.get("label_selectors")
     if selectors is not None and params.get("machine") is None:
         if any(not str(selector).strip() for selector in selectors):

@@ -6,7 +6,13 @@ each chosen Machine, then mark it for deletion."""
 from __future__ import annotations
 
 from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.client import KubeApi
-from ansible_collections.lifecycle.machine.plugins.module_utils._machine.api import get_machine, machine_path, select_machines, update_with_retry
+from ansible_collections.lifecycle.machine.plugins.module_utils._machine.api import (
+    get_machine,
+    machine_path,
+    require_namespace,
+    select_machines,
+    update_with_retry,
+)
 from ansible_collections.lifecycle.machine.plugins.module_utils._machine.flavour import flavour_for
 from ansible_collections.lifecycle.machine.plugins.module_utils._machine.selection import MachineSelection
 from ansible_collections.lifecycle.machine.plugins.module_utils._mark.logic import deletion_state, with_finalizer
@@ -33,7 +39,8 @@ def mark(api: KubeApi, machine: dict, check_mode: bool) -> tuple[dict, tuple[dic
 
 def mark_for_deletion(api: KubeApi, selection: MachineSelection, check_mode: bool) -> dict:
     if selection.machine and selection.namespace and get_machine(api, selection.namespace, selection.machine, selection.api_version) is None:
-        # Already gone: deleting it again is done (a re-run after the Machine went).
+        # Already gone: deleting it again is done (a re-run after the Machine went) - unless no Machine can be there.
+        require_namespace(api, selection.namespace)
         absent = {"name": selection.machine, "namespace": selection.namespace, "api_version": selection.api_version, "action": "absent"}
         return {"changed": False, "machines": [{**absent, "finalizer_added": False, "held": False}]}
     machines = select_machines(api, selection)

@@ -13,6 +13,7 @@ documented meaning where an option has one (``progress_interval: 0``, ``grace_pe
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -63,6 +64,51 @@ def empty_names(params: Mapping[str, Any], names: Iterable[str]) -> list[str]:
     """The name options given as an empty string. An empty name is never meant, and its REST path is the
     whole collection: a GET reads a list as if it were the object, a DELETE deletes every object in it."""
     return [f"{name} must not be empty" for name in names if isinstance(params.get(name), str) and not params[name].strip()]
+
+
+# Kubernetes names (k8s.io/apimachinery validation): most objects, custom resources and Nodes
+# are named by DNS-1123 subdomains, Namespaces by DNS-1123 labels.
+_DNS_LABEL = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?"
+_SUBDOMAIN_RE = re.compile(rf"^{_DNS_LABEL}(\.{_DNS_LABEL})*$")
+_LABEL_RE = re.compile(rf"^{_DNS_LABEL}$")
+SUBDOMAIN_RULE = "at most 253 characters: lower case letters, digits, '-' and '.', starting and ending with a letter or digit"
+LABEL_RULE = "at most 63 characters: lower case letters, digits and '-', starting and ending with a letter or digit"
+
+
+def subdomain_error(option: str, value: Any) -> str | None:
+    """Why ``value`` can never be the name of an object named by a DNS-1123 subdomain (Machines, Nodes, Alive
+    objects, Pods); None when it can, or when it is unset or empty (:func:`empty_names` reports that)."""
+    if not isinstance(value, str) or not value.strip():
+        return None
+    if len(value) <= 253 and _SUBDOMAIN_RE.match(value):
+        return None
+    return f"{option} {value!r} can never name a Kubernetes object: a name is {SUBDOMAIN_RULE}"
+
+
+def namespace_error(option: str, value: Any) -> str | None:
+    """Why ``value`` can never be the name of a Namespace (a DNS-1123 label); None when it can, or is unset or empty."""
+    if not isinstance(value, str) or not value.strip():
+        return None
+    if len(value) <= 63 and _LABEL_RE.match(value):
+        return None
+    return f"{option} {value!r} can never name a Namespace: a Namespace name is {LABEL_RULE}"
+
+
+def invalid_names(params: Mapping[str, Any], subdomains: Iterable[str] = (), namespaces: Iterable[str] = ()) -> list[str]:
+    """The name options whose value no object can have: a capital letter, a space, an underscore. Such a
+    name is never found, so a task that treats "not found" as done would report success for a typo."""
+    errors = [subdomain_error(name, params.get(name)) for name in subdomains]
+    errors += [namespace_error(name, params.get(name)) for name in namespaces]
+    return [error for error in errors if error]
+
+
+def unknown_keys(mapping: Mapping[str, Any], allowed: Iterable[str], where: str) -> str | None:
+    """Why ``mapping`` has keys nobody reads (a misspelt ``namespace`` that was ignored widens a task); None when it has none."""
+    allowed = sorted(set(allowed))
+    unknown = sorted(str(key) for key in mapping if key not in allowed)
+    if not unknown:
+        return None
+    return f"{where} has unknown key(s) {', '.join(unknown)} (allowed: {', '.join(allowed)})"
 
 
 def invalid_options(module: str, errors: Iterable[str]) -> MachineError:

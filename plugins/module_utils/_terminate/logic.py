@@ -38,7 +38,7 @@ from ansible_collections.lifecycle.machine.plugins.module_utils._machine.flavour
     is_deleting,
     machine_label,
 )
-from ansible_collections.lifecycle.machine.plugins.module_utils._options.logic import check_options, empty_names, seconds
+from ansible_collections.lifecycle.machine.plugins.module_utils._options.logic import check_options, empty_names, invalid_names, seconds
 from ansible_collections.lifecycle.machine.plugins.module_utils._terminate.volumes import VolumeWaitStatus, volume_detach_message
 from ansible_collections.lifecycle.machine.plugins.module_utils._timeutil import parse_time, rfc3339
 
@@ -64,7 +64,9 @@ class TerminateRequest:
     @classmethod
     def from_params(cls, params: dict, check_mode: bool) -> TerminateRequest:
         """The request of a task; MachineError naming every option out of range."""
-        check_options("machine_terminate", params, BOUNDS, errors=empty_names(params, ("machine", "namespace")))
+        check_options(
+            "machine_terminate", params, BOUNDS, errors=empty_names(params, ("machine", "namespace")) + invalid_names(params, ("machine",), ("namespace",))
+        )
         return cls(
             namespace=params["namespace"],
             machine=params["machine"],
@@ -207,7 +209,7 @@ def step_names(flavour: Flavour) -> list[str]:
     return [STEP_PRE_DRAIN, STEP_DRAIN, STEP_VOLUMES, STEP_PRE_TERMINATE, *terminate, STEP_NODE, STEP_RELEASE]
 
 
-def timeout_passed(started_at: _dt.datetime | None, timeout: int | None, now: _dt.datetime) -> bool:
+def timeout_passed(started_at: _dt.datetime | None, timeout: float | None, now: _dt.datetime) -> bool:
     """Whether ``timeout`` seconds have passed since ``started_at`` (never without either, as upstream)."""
     if not timeout or started_at is None:
         return False

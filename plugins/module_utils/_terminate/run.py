@@ -17,7 +17,7 @@ from ansible_collections.lifecycle.machine.plugins.module_utils._errors import M
 from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.client import KubeApi
 from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.errors import ApiError, Cancelled, ran_out_of_time
 from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.watch import wait_until_gone
-from ansible_collections.lifecycle.machine.plugins.module_utils._machine.api import get_machine, refresh, wait_for_machine
+from ansible_collections.lifecycle.machine.plugins.module_utils._machine.api import get_machine, refresh, require_namespace, wait_for_machine
 from ansible_collections.lifecycle.machine.plugins.module_utils._machine.flavour import PRE_TERMINATE, flavour_for, machine_label
 from ansible_collections.lifecycle.machine.plugins.module_utils._terminate import api as terminate_api
 from ansible_collections.lifecycle.machine.plugins.module_utils._terminate.logic import (
@@ -272,6 +272,7 @@ def terminate_machine(api: KubeApi, request: TerminateRequest) -> dict:
         message, extra = failure(exc)
         raise MachineError(message, **extra, **unread_result(request.namespace, request.machine, request.api_version)) from exc
     if machine is None:
-        # Already terminated and released: a second run has nothing to do.
+        # Already terminated and released: a second run has nothing to do - unless no Machine can be there.
+        require_namespace(api, request.namespace)
         return gone_result(request.namespace, request.machine, request.api_version, now())
     return Termination(api, machine, request, started=started).run()

@@ -7,6 +7,7 @@ import pytest
 from ansible_collections.lifecycle.machine.plugins.module_utils._delete.logic import (
     DONE,
     DRAIN,
+    ENTRY_FIELDS,
     FAILED,
     IN_PROGRESS,
     TERMINATE,
@@ -21,6 +22,7 @@ from ansible_collections.lifecycle.machine.plugins.module_utils._delete.logic im
     started_clock,
 )
 from ansible_collections.lifecycle.machine.plugins.module_utils._errors import MachineError
+from ansible_collections.lifecycle.machine.plugins.module_utils._info.logic import describe
 
 PARAMS = {
     "machines": [{"name": "a", "namespace": "ns"}],
@@ -55,6 +57,12 @@ def test_the_request_keeps_only_what_finds_a_machine() -> None:
         ({"wait_sleep": 0}, "wait_sleep must be at least 1 (got 0)"),
         ({"grace_period": -1}, "grace_period must be 0 or more seconds (got -1)"),
         ({"drain_timeout": 10**10}, "drain_timeout must be at most 31536000 seconds, a year (got 10000000000)"),
+        (
+            {"machines": [{"name": "a", "namespace": "ns", "api_verison": "cluster.x-k8s.io/v1beta1"}]},
+            "machines[0] has unknown key(s) api_verison (a Machine is chosen by name, namespace, api_version)",
+        ),
+        ({"machines": [{"name": "Worker-1", "namespace": "ns"}]}, "machines[0].name 'Worker-1' can never name a Kubernetes object"),
+        ({"machines": [{"name": "a", "namespace": "openshift.machine.api"}]}, "machines[0].namespace 'openshift.machine.api' can never name a Namespace"),
     ],
 )
 def test_bad_options_are_refused_naming_them(change: dict, error: str) -> None:
@@ -134,3 +142,12 @@ def test_progress_says_where_each_machine_stands() -> None:
 )
 def test_a_slice_that_ends_says_where_the_step_stands_and_a_spent_budget_says_the_whole_timeout(message, final, expected) -> None:
     assert slice_message(message, final=final, timeout=3600) == expected
+
+
+def test_entries_of_machine_info_and_machine_delete_are_accepted_as_they_are() -> None:
+    """Their results are passed on as they are; every key they return must be known."""
+    info = describe({"apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Machine", "metadata": {"name": "a", "namespace": "ns"}, "spec": {}})
+    outcome = Outcome({"name": "a", "namespace": "ns", "api_version": None}).as_dict()
+    assert set(info) <= ENTRY_FIELDS
+    assert set(outcome) <= ENTRY_FIELDS
+    assert option_errors({**PARAMS, "machines": [info]}) == []

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import re
 
 import pytest
 
@@ -17,6 +18,7 @@ from ansible_collections.lifecycle.machine.plugins.module_utils._drain.logic imp
     classify_pods,
     eviction_failure_message,
     match_label_selector,
+    merge_rules,
     normalize_rules,
     plan_drain,
     progress_message,
@@ -211,7 +213,32 @@ def test_normalize_sorts_by_name_in_byte_order():
 
 def test_served_rules_ignore_unknown_spec_fields():
     spec = {**PORTWORX_SPEC, "futureField": True, "drain": {"behavior": "Drain", "order": 1, "futureKnob": 2}}
-    assert normalize_rules([served("r", "capi", spec)])[0]["drain"] == {"behavior": "Drain", "order": 1}
+    assert normalize_rules([served("r", "capi", spec)], served=True)[0]["drain"] == {"behavior": "Drain", "order": 1}
+
+
+@pytest.mark.parametrize(
+    ("raw", "fragment"),
+    [
+        (
+            served("r", "capi", {"drain": {"behavior": "Skip"}, "pods": [{"podSelector": {"matchLabels": {"app": "db"}}}]}),
+            "spec.pods[0] has unknown field(s) podSelector",
+        ),
+        (served("r", "capi", {"drain": {"behavior": "Skip"}, "futureField": 1}), "spec has unknown field(s) futureField (allowed: drain, machines, pods)"),
+        (served("r", "capi", {"drain": {"behavior": "Skip", "orders": 1}}), "spec.drain has unknown field(s) orders"),
+        ({**served("r", "capi", {"drain": {"behavior": "Skip"}}), "specs": {}}, "unknown field(s) specs"),
+    ],
+)
+def test_a_rule_the_user_wrote_in_the_objects_shape_is_checked_strictly(raw, fragment):
+    """Only rules read from the cluster may carry unknown fields: an ignored podSelector widens a rule to every Pod."""
+    with pytest.raises(DrainRuleError, match=re.escape(fragment)):
+        normalize_rules([raw])
+
+
+def test_merged_cluster_rules_are_read_leniently_and_inline_ones_strictly():
+    future = served("r", "capi", {"drain": {"behavior": "Skip"}, "futureField": 1})
+    assert [rule["name"] for rule in merge_rules([], [future], "capi")] == ["r"]
+    with pytest.raises(DrainRuleError):
+        merge_rules([future], [], "capi")
 
 
 @pytest.mark.parametrize(

@@ -59,6 +59,7 @@ def test_arguments_and_their_defaults() -> None:
         ({"hook_owner": "ctl", "label_selectors": [1]}, "label_selectors must be a list of non-empty strings"),
         ({"hook_owner": 3}, "hook_owner must be a string"),
         ({"hook_owner": "ctl", "hook_nmae": "x"}, "Unknown argument(s) of lifecycle.machine.machine_gates: hook_nmae"),
+        ({"hook_owner": "ctl", "namespace": "Openshift-Machine-API"}, "namespace 'Openshift-Machine-API' can never name a Namespace"),
     ],
 )
 def test_bad_arguments_are_refused_by_name(args, message) -> None:

@@ -96,6 +96,14 @@ def test_the_first_contact_must_succeed() -> None:
     assert not source.alive
 
 
+def test_a_namespace_that_does_not_exist_fails_the_start_instead_of_waiting_forever() -> None:
+    fake, source, _events = world()
+    fake.missing_namespaces.add("openshift-machine-api")
+    with pytest.raises(MachineError, match=r"^Namespace openshift-machine-api not found, so no Machine can be in it"):
+        source.start()
+    assert not source.alive
+
+
 def test_cancelling_stops_the_threads() -> None:
     fake, source, _events = world()
     fake.cancelled = True

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.errors import ApiError, describe_path, http_reason
+from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.errors import ANSWER_TEXT_LIMIT, ApiError, answer_text, describe_path, http_reason
 from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.paths import group_version_path, resource_path
 
 
@@ -53,7 +53,8 @@ def test_describe_an_answer_with_a_status_object() -> None:
 
 def test_describe_falls_back_to_the_reason_then_the_status() -> None:
     assert ApiError(503, "Service Unavailable", None, "GET", "/api/v1/nodes").describe() == "GET Nodes: 503 Service Unavailable"
-    assert ApiError(418, "", "not json", "GET", "/api/v1/nodes").describe() == "GET Nodes: 418 HTTP 418"
+    assert ApiError(418, "", None, "GET", "/api/v1/nodes").describe() == "GET Nodes: 418 HTTP 418"
+    assert ApiError(418, "", "not json", "GET", "/api/v1/nodes").describe() == "GET Nodes: 418 not json", "the server's own text is kept"
     assert ApiError(418, "").body == {}
     assert ApiError(404, "Not Found").describe() == "404 Not Found", "without a method, the status alone"
 
@@ -85,3 +86,11 @@ def test_resource_paths() -> None:
     assert resource_path("v1", "pods", "ns", "web-0", "eviction") == "/api/v1/namespaces/ns/pods/web-0/eviction"
     assert resource_path("cluster.x-k8s.io/v1beta2", "machines", "ns", "m1") == "/apis/cluster.x-k8s.io/v1beta2/namespaces/ns/machines/m1"
     assert resource_path("v1", "configmaps", "n s", "a/b") == "/api/v1/namespaces/n%20s/configmaps/a%2Fb", "names are quoted"
+
+
+def test_an_answer_that_is_not_json_is_kept_as_one_shortened_line() -> None:
+    """A plain HTTP server's 400, or a proxy's page: its text is the reason, not the bare status."""
+    error = ApiError(400, "Bad Request", b"Client sent an HTTP request\r\nto an HTTPS server.\n", "GET", "/version")
+    assert error.describe() == "GET /version: 400 Client sent an HTTP request to an HTTPS server."
+    assert len(answer_text("x" * 5000)) == ANSWER_TEXT_LIMIT
+    assert answer_text({"kind": "Status"}) == ""

@@ -24,6 +24,7 @@ from ansible_collections.lifecycle.machine.plugins.module_utils._machine.flavour
     is_deleting,
     machine_label,
 )
+from ansible_collections.lifecycle.machine.plugins.module_utils._terminate.logic import timeout_passed
 
 NOW = dt.datetime(2026, 1, 2, 3, 4, 5, tzinfo=dt.UTC)
 STAMP = "2026-01-02T03:04:05Z"
@@ -452,7 +453,25 @@ def test_capi_conditions_are_read_where_each_version_keeps_them() -> None:
 
 @pytest.mark.parametrize(
     ("value", "seconds"),
-    [("10m", 600), ("1h30m", 5400), ("90s", 90), ("1m30s", 90), ("2h", 7200), ("0s", None), ("0", None), ("", None), (None, None)],
+    [
+        ("10m", 600),
+        ("1h30m", 5400),
+        ("90s", 90),
+        ("1m30s", 90),
+        ("2h", 7200),
+        ("1.5h", 5400),
+        ("0s", None),
+        ("0", None),
+        ("", None),
+        (None, None),
+        # As Cluster API: a duration of zero or less is no limit, any positive one a limit, however short.
+        ("-5m", None),
+        ("500ms", 0.5),
+        ("1ns", 1e-6),
+        ("0.0s", None),
+        ("-0s", None),
+        ("1s500ms", 1.5),
+    ],
 )
 def test_capi_v1beta1_timeouts_are_durations(value, seconds) -> None:
     spec = {} if value is None else {"nodeDrainTimeout": value, "nodeVolumeDetachTimeout": value}
@@ -468,7 +487,24 @@ def test_capi_v1beta1_invalid_duration_names_the_machine_and_field() -> None:
         flavour_for(m).drain_timeout(m)
 
 
-@pytest.mark.parametrize(("value", "seconds"), [(600, 600), (1, 1), (0, None), (None, None)])
+@pytest.mark.parametrize("value", ["10", "1d", "2w", "10 m", " 10m", "1mm", "m"])
+def test_capi_v1beta1_refuses_what_go_refuses(value) -> None:
+    m = machine(CAPI_V1, spec={"nodeDrainTimeout": value})
+    with pytest.raises(MachineError, match=r"Machine ns/m-1 has an invalid spec.nodeDrainTimeout"):
+        flavour_for(m).drain_timeout(m)
+
+
+def test_a_sub_second_drain_timeout_passes_after_that_fraction_of_a_second() -> None:
+    """Before durationpy, 500ms became 0 seconds, read as no limit: the drain never gave up."""
+    m = machine(CAPI_V1, spec={"nodeDrainTimeout": "500ms"})
+    started = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
+    timeout = flavour_for(m).drain_timeout(m)
+    assert timeout == 0.5
+    assert not timeout_passed(started, timeout, started + dt.timedelta(milliseconds=400))
+    assert timeout_passed(started, timeout, started + dt.timedelta(seconds=1))
+
+
+@pytest.mark.parametrize(("value", "seconds"), [(600, 600), (1, 1), (0, None), (-5, None), (None, None)])
 def test_capi_v1beta2_timeouts_are_seconds(value, seconds) -> None:
     deletion = {} if value is None else {"nodeDrainTimeoutSeconds": value, "nodeVolumeDetachTimeoutSeconds": value}
     m = machine(CAPI_V2, spec={"deletion": deletion})

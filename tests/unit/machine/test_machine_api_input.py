@@ -4,11 +4,20 @@ API server cannot parse, each named in the failure instead of selecting nothing.
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from fake_kube import FakeKube
 
 from ansible_collections.lifecycle.machine.plugins.module_utils._errors import MachineError
-from ansible_collections.lifecycle.machine.plugins.module_utils._machine.api import get_machine, list_machines, machine_api_versions
+from ansible_collections.lifecycle.machine.plugins.module_utils._machine.api import (
+    get_machine,
+    list_machines,
+    machine_api_versions,
+    require_namespace,
+    select_machines,
+)
+from ansible_collections.lifecycle.machine.plugins.module_utils._machine.selection import MachineSelection
 
 OPENSHIFT = "machine.openshift.io/v1beta1"
 CAPI_V1 = "cluster.x-k8s.io/v1beta1"
@@ -45,3 +54,21 @@ def test_a_selector_the_server_cannot_parse_is_named() -> None:
     with pytest.raises(MachineError) as caught:
         list_machines(fake, None, "app in (web")
     assert caught.value.msg == "Invalid label selector 'app in (web': unable to parse requirement: found '', expected: ',' or ')'"
+
+
+def test_choosing_no_machine_in_a_namespace_that_does_not_exist_fails() -> None:
+    """Finding nothing there must not read as "already done" (marked, terminated, deleted)."""
+    fake = cluster(OPENSHIFT, CAPI_V1)
+    fake.missing_namespaces.add("defualt")
+    message = "Namespace defualt not found, so no Machine can be in it: check the namespace; nothing was changed"
+    with pytest.raises(MachineError, match="^" + re.escape(message) + "$"):
+        select_machines(fake, MachineSelection(label_selectors=("a=b",), namespace="defualt"))
+    with pytest.raises(MachineError, match=re.escape(message)):
+        select_machines(fake, MachineSelection(machine="m1", namespace="defualt"))
+    assert select_machines(fake, MachineSelection(label_selectors=("a=b",), namespace="ns")) == [], "an existing empty namespace is fine"
+
+
+def test_a_namespace_that_cannot_be_read_is_not_called_missing() -> None:
+    fake = cluster(OPENSHIFT)
+    fake.fail("GET", "/api/v1/namespaces/team-a", FakeKube.error(403, "namespaces is forbidden"))
+    require_namespace(fake, "team-a")

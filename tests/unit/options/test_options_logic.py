@@ -15,8 +15,11 @@ from ansible_collections.lifecycle.machine.plugins.module_utils._options.logic i
     bound_errors,
     check_options,
     empty_names,
+    invalid_names,
     invalid_options,
+    namespace_error,
     seconds,
+    subdomain_error,
 )
 from ansible_collections.lifecycle.machine.plugins.module_utils._terminate.logic import TerminateRequest
 
@@ -118,3 +121,44 @@ def test_an_empty_name_is_refused() -> None:
         DrainRequest.from_params({**DRAIN, "node": ""}, False)
     with pytest.raises(MachineError, match=r"machine must not be empty"):
         TerminateRequest.from_params({**TERMINATE, "machine": ""}, False)
+
+
+@pytest.mark.parametrize("name", ["worker-1", "a", "ip-10-0-1-2.ec2.internal", "0abc", "a" * 253])
+def test_names_objects_can_have(name: str) -> None:
+    assert subdomain_error("machine", name) is None
+
+
+@pytest.mark.parametrize("name", ["Worker-1", "worker_1", "worker 1", "-worker", "worker-", "worker..1", "a" * 254, "wörker"])
+def test_names_no_object_can_have(name: str) -> None:
+    assert subdomain_error("machine", name) == (
+        f"machine {name!r} can never name a Kubernetes object: a name is at most 253 characters: lower case letters, digits, '-' and '.',"
+        " starting and ending with a letter or digit"
+    )
+
+
+@pytest.mark.parametrize(("name", "valid"), [("openshift-machine-api", True), ("a" * 63, True), ("a" * 64, False), ("capi.system", False), ("Default", False)])
+def test_namespace_names_are_dns_labels(name: str, valid: bool) -> None:
+    assert (namespace_error("namespace", name) is None) is valid
+
+
+def test_unset_and_empty_names_are_left_to_the_other_checks() -> None:
+    assert invalid_names({"machine": None, "node": "", "namespace": None}, ("machine", "node"), ("namespace",)) == []
+
+
+@pytest.mark.parametrize(
+    ("build", "params", "message"),
+    [
+        (lambda p: DrainRequest.from_params(p, False), {**DRAIN, "node": "Worker-1"}, "machine_drain: node 'Worker-1' can never name"),
+        (
+            lambda p: TerminateRequest.from_params(p, False),
+            {**TERMINATE, "namespace": "Capi"},
+            "machine_terminate: namespace 'Capi' can never name a Namespace",
+        ),
+        (InfoRequest.from_params, {"machine": "M1", "namespace": "ns", "wait": False, "wait_for": "deleted", "wait_timeout": 1}, "machine_info: machine 'M1'"),
+        (AliveRequest.from_params, {"name": "Cluster", "namespace": "ns", "state": "absent", "wait_timeout": 1}, "cluster_alive: name 'Cluster' can never"),
+    ],
+)
+def test_each_request_refuses_a_name_no_object_can_have(build, params: dict, message: str) -> None:
+    with pytest.raises(MachineError, match=r"nothing was changed$") as caught:
+        build(params)
+    assert message in caught.value.msg

@@ -178,13 +178,13 @@ class Flavour:
         return False
 
     # -- deletion settings ---------------------------------------------------
-    def drain_timeout(self, machine: dict) -> int | None:
+    def drain_timeout(self, machine: dict) -> float | None:
         return None
 
-    def volume_detach_timeout(self, machine: dict) -> int | None:
+    def volume_detach_timeout(self, machine: dict) -> float | None:
         return None
 
-    def node_deletion_timeout(self, machine: dict) -> int | None:
+    def node_deletion_timeout(self, machine: dict) -> float | None:
         return None
 
     def drain_excluded(self, machine: dict) -> bool:

@@ -118,23 +118,24 @@ class ClusterAPIFlavour(Flavour):
         return CAPI_CONTROL_PLANE_LABEL in (meta_of(machine).get("labels") or {})
 
     # -- deletion settings ---------------------------------------------------
-    def _timeout(self, machine: dict, v1beta1_field: str, v1beta2_field: str) -> int | None:
+    def _timeout(self, machine: dict, v1beta1_field: str, v1beta2_field: str) -> float | None:
         spec = spec_of(machine)
         if self.v1beta2:
             value = (spec.get("deletion") or {}).get(v1beta2_field)
-            return int(value) if value else None
+            # As Cluster API: zero or less is no limit.
+            return int(value) if value and int(value) > 0 else None
         try:
             return parse_duration(spec.get(v1beta1_field))
         except ValueError as exc:
             raise MachineError(f"Machine {machine_label(machine)} has an invalid spec.{v1beta1_field}: {exc}") from None
 
-    def drain_timeout(self, machine: dict) -> int | None:
+    def drain_timeout(self, machine: dict) -> float | None:
         return self._timeout(machine, "nodeDrainTimeout", "nodeDrainTimeoutSeconds")
 
-    def volume_detach_timeout(self, machine: dict) -> int | None:
+    def volume_detach_timeout(self, machine: dict) -> float | None:
         return self._timeout(machine, "nodeVolumeDetachTimeout", "nodeVolumeDetachTimeoutSeconds")
 
-    def node_deletion_timeout(self, machine: dict) -> int | None:
+    def node_deletion_timeout(self, machine: dict) -> float | None:
         spec = spec_of(machine)
         unset = (spec.get("deletion") or {}).get("nodeDeletionTimeoutSeconds") is None if self.v1beta2 else spec.get("nodeDeletionTimeout") is None
         if unset:

@@ -1,0 +1,107 @@
+"""Building the transport from kubernetes.core's client factory (``_k8s/client.py``
+``_from_factory``): the time a failure reports is the real time on the
+transport's clock, a factory that never returns is given up on, and a file
+that is not a kubeconfig is named. That a real silent server, a plain HTTP
+server and such a file give these messages is proven in
+tests/integration/test_broken_server.py."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+from fake_api_client import FakeClock, refused, ssl_error
+
+from ansible_collections.lifecycle.machine.plugins.module_utils._k8s import client as client_module
+from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.client import FIRST_CONTACT_BUDGET, _from_factory, _keep_host
+from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.errors import ApiError, ConfigError
+from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.retry import RetryPolicy
+
+
+def test_giving_up_reports_the_time_spent_including_the_pauses() -> None:
+    """It read 'gave up after 7 attempts in 0.0 s' after about ten seconds."""
+    clock = FakeClock()
+    calls = []
+
+    def factory():
+        calls.append(clock())
+        clock.advance(0.5)  # each attempt itself takes time too
+        raise refused()
+
+    with pytest.raises(ApiError) as caught:
+        _from_factory(factory, policy=RetryPolicy(), clock=clock, sleep=clock.advance, settings=lambda: ("kc", "https://10.0.0.1:6443"))
+    error = caught.value
+    assert error.attempts == len(calls) > 1
+    assert error.elapsed == pytest.approx(clock() - calls[0])
+    assert FIRST_CONTACT_BUDGET - 5 < error.elapsed <= FIRST_CONTACT_BUDGET
+    assert f"gave up after {len(calls)} attempts in {error.elapsed:.1f} s" in str(error)
+
+
+def test_a_factory_that_never_returns_is_given_up_on_naming_the_server(monkeypatch) -> None:
+    monkeypatch.setattr(client_module, "FIRST_ANSWER_TIMEOUT", 0.2)
+    release = threading.Event()
+    try:
+        with pytest.raises(ApiError) as caught:
+            _from_factory(lambda: release.wait(30), settings=lambda: ("kc", "https://127.0.0.1:1"))
+    finally:
+        release.set()
+    assert caught.value.status == 0
+    assert "no answer from https://127.0.0.1:1 within 0.2 s" in str(caught.value)
+
+
+def test_the_whole_tls_reason_is_kept() -> None:
+    """The client's reason starts with a line saying only 'SSLError'."""
+    clock = FakeClock()
+
+    def factory():
+        raise ssl_error("[SSL: UNEXPECTED_EOF_WHILE_READING] EOF occurred in violation of protocol (_ssl.c:1006)")
+
+    with pytest.raises(ApiError) as caught:
+        _from_factory(factory, clock=clock, sleep=clock.advance)
+    assert "UNEXPECTED_EOF_WHILE_READING" in str(caught.value)
+
+
+@pytest.mark.parametrize("error", [TypeError("'str' object does not support item assignment"), AttributeError("'list' object has no attribute 'get'")])
+def test_a_file_that_is_not_a_kubeconfig_is_named(error) -> None:
+    def factory():
+        raise error
+
+    with pytest.raises(ConfigError) as caught:
+        _from_factory(factory, settings=lambda: ("/etc/hosts", ""))
+    assert str(caught.value) == f"Cannot use the kubeconfig /etc/hosts: it is not a kubeconfig ({type(error).__name__}: {error})"
+
+
+class LoaderConfiguration:
+    """What kubernetes' kubeconfig loader leaves: a refresh hook that sets the kubeconfig's
+    server again and installs a new copy of itself each time it runs."""
+
+    def __init__(self) -> None:
+        self.host = "https://kubeconfig.example:6443"
+        self.refresh_api_key_hook = self.loader_hook
+        self.refreshed = 0
+
+    def loader_hook(self, target) -> None:
+        self.refreshed += 1
+        target.host = "https://kubeconfig.example:6443"
+
+        def reinstalled(again) -> None:  # a new function each time, as the loader's closure is
+            self.loader_hook(again)
+
+        target.refresh_api_key_hook = reinstalled
+
+
+def test_an_explicit_host_survives_every_token_refresh() -> None:
+    """The loader's hook set the host back before each request: the host option was ignored."""
+    configuration = LoaderConfiguration()
+    _keep_host(configuration, "https://given.example:6443")
+    for _request in range(3):
+        configuration.refresh_api_key_hook(configuration)
+        assert configuration.host == "https://given.example:6443"
+    assert configuration.refreshed == 3, "the token is still refreshed"
+
+
+def test_without_an_explicit_host_the_kubeconfig_decides() -> None:
+    configuration = LoaderConfiguration()
+    _keep_host(configuration, "")
+    configuration.refresh_api_key_hook(configuration)
+    assert configuration.host == "https://kubeconfig.example:6443"
