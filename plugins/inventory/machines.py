@@ -51,7 +51,7 @@ options:
           the context, else the host, else C(default).
         type: str
       kubeconfig:
-        description: Path of a kubeconfig file.
+        description: Path of a kubeconfig file; one encrypted with Ansible Vault is read decrypted (give the vault password to the run).
         type: path
       context:
         description: The kubeconfig context to use.
@@ -128,10 +128,11 @@ keyed_groups:
     prefix: role
 """
 
+import os
 import re
 import sys
 
-from ansible.errors import AnsibleParserError
+from ansible.errors import AnsibleFileNotFound, AnsibleParserError
 from ansible.plugins.inventory import BaseInventoryPlugin, Cacheable, Constructable
 
 try:
@@ -244,6 +245,9 @@ class InventoryModule(BaseInventoryPlugin, Constructable, Cacheable):
             given = {ALIASES.get(key, key): value for key, value in connection.items()}
             options = {key: given.get(key) for key in AUTH_OPTIONS + IMPERSONATION if given.get(key) is not None}
             try:
+                if isinstance(options.get("kubeconfig"), str):
+                    # As kubernetes.core's action plugins do: a vaulted kubeconfig is read decrypted.
+                    options["kubeconfig"] = self.loader.get_real_file(os.path.expanduser(options["kubeconfig"]), decrypt=True)
                 api = api_from_options(**options)
                 for namespace in connection.get("namespaces") or [None]:
                     selector = ",".join(connection.get("label_selectors") or []) or None
@@ -251,7 +255,7 @@ class InventoryModule(BaseInventoryPlugin, Constructable, Cacheable):
                     if not listed and namespace and namespace_missing(api, namespace):
                         raise MachineError(f"Namespace {namespace} not found")
                     found.extend((name, describe(machine)) for machine in listed)
-            except (ApiError, MachineError, ConfigError) as exc:
+            except (ApiError, MachineError, ConfigError, AnsibleFileNotFound) as exc:
                 raise AnsibleParserError(f"lifecycle.machine.machines: cannot read the Machines of connection {name}: {exc}") from None
         return found
 

@@ -79,3 +79,15 @@ def test_a_kubeconfig_that_cannot_be_found_fails_before_the_module_runs(tmp_path
     assert result["failed"] is True
     assert result["msg"].startswith("lifecycle.machine.machine_info: Could not find or access 'no-such-kubeconfig'"), result["msg"]
     assert result["msg"].endswith("; nothing was changed")
+
+
+def test_the_inventory_plugin_reads_a_vaulted_kubeconfig(tmp_path, kubeconfig, vaulted, namespace) -> None:
+    target, secret = vaulted
+    source = tmp_path / "vaulted.machines.yml"
+    source.write_text(yaml.safe_dump({"plugin": "lifecycle.machine.machines", "connections": [{"kubeconfig": str(target), "namespaces": [namespace]}]}))
+    env = {key: value for key, value in ansible_env(kubeconfig).items() if not key.startswith("K8S_AUTH_")}
+    command = [str(BIN / "ansible-inventory"), "-i", str(source), "--list", "--vault-password-file", str(secret)]
+    proc = subprocess.run(command, capture_output=True, text=True, env=env, timeout=120, check=False)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "[WARNING]" not in proc.stderr, proc.stderr
+    assert json.loads(proc.stdout)["_meta"]["hostvars"] == {}
