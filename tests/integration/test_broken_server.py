@@ -49,7 +49,7 @@ class Server:
     def _serve(self) -> None:
         while True:
             try:
-                conn, _ = self.sock.accept()
+                conn, _peer = self.sock.accept()
             except OSError:
                 return
             threading.Thread(target=self._handle, args=(conn,), daemon=True).start()
