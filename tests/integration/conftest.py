@@ -204,6 +204,31 @@ def ansible_env(kubeconfig: str) -> dict:
     return cluster_tool.ansible_environment(kubeconfig)
 
 
+def run_module_with(
+    kubeconfig: str, module: str, params: dict, *, check: bool = False, diff: bool = False, timeout: float = 600, env_extra: dict | None = None
+) -> dict:
+    """Run one of the collection's modules through ``ansible`` against ``kubeconfig`` (``K8S_AUTH_KUBECONFIG``);
+    its result dict (``failed``/``msg`` on failure)."""
+    command = [str(Path(sys.executable).parent / "ansible"), "localhost", "-c", "local", "-i", "localhost,"]
+    command += ["-m", f"lifecycle.machine.{module}", "-a", json.dumps(params)]
+    if check:
+        command.append("--check")
+    if diff:
+        command.append("--diff")
+    env = ansible_env(kubeconfig)
+    env["ANSIBLE_LOAD_CALLBACK_PLUGINS"] = "1"
+    env["ANSIBLE_STDOUT_CALLBACK"] = "ansible.posix.json"
+    env["ANSIBLE_PYTHON_INTERPRETER"] = sys.executable
+    env.update(env_extra or {})
+    proc = subprocess.run(command, capture_output=True, text=True, env=env, timeout=timeout, check=False)
+    try:
+        # Progress rounds print where the work stands before the callback's JSON document.
+        report = json.loads(proc.stdout[proc.stdout.index("{\n") if not proc.stdout.startswith("{") else 0 :])
+        return report["plays"][0]["tasks"][0]["hosts"]["localhost"]
+    except (ValueError, KeyError, IndexError):
+        raise AssertionError(f"could not run {module}: rc={proc.returncode}\nstdout:\n{proc.stdout}\nstderr:\n{proc.stderr}") from None
+
+
 @pytest.fixture(scope="session")
 def run_module(kubeconfig: str) -> Callable[..., dict]:
     """Run one of the collection's modules through ansible, as a playbook task would.
@@ -217,35 +242,7 @@ def run_module(kubeconfig: str) -> Callable[..., dict]:
     def _run(
         module: str, params: dict, *, check: bool = False, diff: bool = False, timeout: float = 600, via: str | None = None, env_extra: dict | None = None
     ) -> dict:
-        args = json.dumps(params)
-        command = [
-            str(Path(sys.executable).parent / "ansible"),
-            "localhost",
-            "-c",
-            "local",
-            "-i",
-            "localhost,",
-            "-m",
-            f"lifecycle.machine.{module}",
-            "-a",
-            args,
-        ]
-        if check:
-            command.append("--check")
-        if diff:
-            command.append("--diff")
-        env = ansible_env(via or kubeconfig)
-        env["ANSIBLE_LOAD_CALLBACK_PLUGINS"] = "1"
-        env["ANSIBLE_STDOUT_CALLBACK"] = "ansible.posix.json"
-        env["ANSIBLE_PYTHON_INTERPRETER"] = sys.executable
-        env.update(env_extra or {})
-        proc = subprocess.run(command, capture_output=True, text=True, env=env, timeout=timeout, check=False)
-        try:
-            # Progress rounds print where the work stands before the callback's JSON document.
-            report = json.loads(proc.stdout[proc.stdout.index("{\n") if not proc.stdout.startswith("{") else 0 :])
-            return report["plays"][0]["tasks"][0]["hosts"]["localhost"]
-        except (ValueError, KeyError, IndexError):
-            raise AssertionError(f"could not run {module}: rc={proc.returncode}\nstdout:\n{proc.stdout}\nstderr:\n{proc.stderr}") from None
+        return run_module_with(via or kubeconfig, module, params, check=check, diff=diff, timeout=timeout, env_extra=env_extra)
 
     return _run
 

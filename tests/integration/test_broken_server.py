@@ -16,19 +16,13 @@ from __future__ import annotations
 
 import json
 import socket
-import subprocess
-import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-
-REPO = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(REPO / "hack"))
-
-import cluster as cluster_tool
+from conftest import run_module_with
 
 VERSION = {"major": "1", "minor": "34", "gitVersion": "v1.34.0", "platform": "linux/amd64"}
 PLAIN_ANSWER = b"this is a plain HTTP server, not the API server"
@@ -127,26 +121,9 @@ def kubeconfig_for(tmp_path: Path, url: str) -> Path:
 
 def run_module(kubeconfig: Path, module: str, params: dict, timeout: float = 200) -> tuple[dict, float]:
     """The module's result and the seconds the run took."""
-    env = cluster_tool.ansible_environment(kubeconfig, ANSIBLE_LOAD_CALLBACK_PLUGINS="1", ANSIBLE_STDOUT_CALLBACK="ansible.posix.json")
-    command = [
-        str(Path(sys.executable).parent / "ansible"),
-        "localhost",
-        "-c",
-        "local",
-        "-i",
-        "localhost,",
-        "-m",
-        f"lifecycle.machine.{module}",
-        "-a",
-        json.dumps(params),
-    ]
     started = time.monotonic()
-    proc = subprocess.run(command, capture_output=True, text=True, env=env, timeout=timeout, check=False)
-    took = time.monotonic() - started
-    try:
-        return json.loads(proc.stdout)["plays"][0]["tasks"][0]["hosts"]["localhost"], took
-    except (ValueError, KeyError, IndexError):
-        raise AssertionError(f"could not run {module}: rc={proc.returncode}\n{proc.stdout}\n{proc.stderr}") from None
+    result = run_module_with(str(kubeconfig), module, params, timeout=timeout)
+    return result, time.monotonic() - started
 
 
 def test_a_silent_server_fails_the_task_within_its_timeouts(server, tmp_path) -> None:
