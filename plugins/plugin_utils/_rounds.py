@@ -85,8 +85,8 @@ class DrainRounds(Rounds):
     def __init__(self, args: dict, now: float, *, check_mode: bool) -> None:
         super().__init__(args, check_mode=check_mode)
         timeout = args.get("wait_timeout")
-        self.deadline = now + (self.DEFAULT_TIMEOUT if timeout is None else timeout)
         self.timeout = self.DEFAULT_TIMEOUT if timeout is None else timeout
+        self.deadline = now + self.timeout
         self.sent_timeout = self.timeout
         self.evicted: list[str] = []
         self.passes = 0
