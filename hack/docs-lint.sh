@@ -15,4 +15,7 @@ core="$(python -c 'import ansible_collections.kubernetes.core as c; print(list(c
 mkdir -p "$work/ansible_collections/kubernetes"
 cp -r "$core" "$work/ansible_collections/kubernetes/core"
 export ANSIBLE_COLLECTIONS_PATH="$work"
+# Only that copy: with sys.path scanned too, ansible-galaxy lists both copies sorted by path, and
+# which one antsibull-docs takes then depends on where the checkout lives.
+export ANSIBLE_COLLECTIONS_SCAN_SYS_PATH=false
 antsibull-docs lint-collection-docs --plugin-docs "$repo_root" "$@"
