@@ -121,6 +121,7 @@ options:
     default: 20
 extends_documentation_fragment:
   - kubernetes.core.k8s_auth_options
+  - lifecycle.machine.workload
 requirements:
   - python >= 3.11
   - kubernetes >= 24.2.0
@@ -261,6 +262,7 @@ def main():
         "clock": {"type": "dict", "default": {}},
         "progress_interval": {"type": "int", "default": 0},
         "concurrency": {"type": "int", "default": 20},
+        "workload_cluster": {"type": "dict", "default": {}},
     }
     module = new_module(argument_spec, supports_check_mode=True)
     run(module, lambda api: delete_machines(api, DeleteRequest.from_params(module.params, module.check_mode, time.time())))

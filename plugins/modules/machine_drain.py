@@ -178,6 +178,7 @@ options:
     default: false
 extends_documentation_fragment:
   - kubernetes.core.k8s_auth_options
+  - lifecycle.machine.workload
 requirements:
   - python >= 3.11
   - kubernetes >= 24.2.0
@@ -440,6 +441,7 @@ def main():
         "grace_period": {"type": "int"},
         "disable_eviction": {"type": "bool", "default": False},
         "progress_interval": {"type": "int", "default": 0},
+        "workload_cluster": {"type": "dict", "default": {}},
     }
     module = new_module(
         argument_spec,

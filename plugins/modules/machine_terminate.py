@@ -138,6 +138,7 @@ options:
     default: true
 extends_documentation_fragment:
   - kubernetes.core.k8s_auth_options
+  - lifecycle.machine.workload
 requirements:
   - python >= 3.11
   - kubernetes >= 24.2.0
@@ -382,6 +383,7 @@ def main():
         "instance_terminated": {"type": "bool", "default": False},
         "rules": {"type": "list", "elements": "dict"},
         "use_cluster_rules": {"type": "bool", "default": True},
+        "workload_cluster": {"type": "dict", "default": {}},
     }
     argument_spec.update(copy.deepcopy(WAIT_ARGUMENT_SPEC))
     module = new_module(argument_spec, supports_check_mode=True)

@@ -162,6 +162,14 @@ class FakeKube:
     def retry_summary(self) -> str:
         return ""
 
+    # The store is one cluster: a Cluster API Machine's workload cluster is the store itself
+    # (a self-hosted cluster). Reading the kubeconfig Secret is proven against the real API server.
+    label = ""
+
+    def other_cluster(self, key: str, make: Callable[[], Any], *, label: str) -> FakeKube:
+        self.other_clusters = [*getattr(self, "other_clusters", []), key]
+        return self
+
     def served_versions(self, group: str) -> list[str]:
         return self.discovery.served_versions(group)
 

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 
 from ansible_collections.lifecycle.machine.plugins.module_utils._drain.logic import normalize_rules
 from ansible_collections.lifecycle.machine.plugins.module_utils._options.logic import Bound, bound_errors, invalid_names, invalid_options, seconds
+from ansible_collections.lifecycle.machine.plugins.module_utils._workload.logic import WorkloadSettings, workload_settings
 
 # Where a Machine stands after a task.
 DONE = "done"  # released (gone)
@@ -49,6 +50,7 @@ ENTRY_FIELDS = frozenset(
     (
         *ENTRY_CHOOSES,
         "flavour",
+        "cluster",
         "key",
         # machine_info
         "exists",
@@ -96,12 +98,15 @@ class DeleteRequest:
     progress_interval: int = 0
     concurrency: int = 20
     check_mode: bool = False
+    # How the Nodes of Cluster API Machines are reached (their workload clusters).
+    workload: WorkloadSettings = field(default_factory=WorkloadSettings)
 
     @classmethod
     def from_params(cls, params: dict, check_mode: bool, now: float) -> DeleteRequest:
         """The request of a task; MachineError naming the bad option (or the invalid drain rule) when one is,
         before any Machine is touched."""
         errors = option_errors(params)
+        workload = workload_settings(params.get("workload_cluster"), errors)
         if errors:
             raise invalid_options("machine_delete", errors)
         normalize_rules(list(params["rules"] or []))
@@ -118,6 +123,7 @@ class DeleteRequest:
             progress_interval=params["progress_interval"],
             concurrency=params["concurrency"],
             check_mode=check_mode,
+            workload=workload,
         )
 
 
@@ -199,6 +205,8 @@ class Outcome:
     message: str = ""
     changed: bool = False
     flavour: str | None = None
+    # The workload cluster of a Cluster API Machine (where its Node is).
+    cluster: str | None = None
     drain: dict | None = None
     terminate: dict | None = None
 
@@ -211,6 +219,7 @@ class Outcome:
             **self.machine,
             "key": self.key,
             "flavour": self.flavour,
+            "cluster": self.cluster,
             "status": self.status,
             "step": self.step,
             "message": self.message,
@@ -252,7 +261,7 @@ def progress_lines(outcomes: list[Outcome], elapsed: float) -> list[str]:
     summary = ", ".join(f"{count} {status.replace('_', ' ')}" for status, count in counts.items() if count)
     lines = [f"{len(outcomes)} Machine{'s' if len(outcomes) != 1 else ''} after {elapsed:.0f} s: {summary or 'none'}"]
     for outcome in sorted(outcomes, key=lambda o: o.key):
-        head = f"{outcome.key}: {outcome.status.replace('_', ' ')}"
+        head = f"{outcome.key}{f' (workload cluster {outcome.cluster})' if outcome.cluster else ''}: {outcome.status.replace('_', ' ')}"
         if outcome.step:
             head += f" at {outcome.step}"
         drain = outcome.drain or {}

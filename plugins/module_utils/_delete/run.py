@@ -86,6 +86,7 @@ class MachineDeletion:
         entry = marked["machines"][0]
         self.outcome.changed |= marked["changed"]
         self.outcome.flavour = entry.get("flavour")
+        self.outcome.cluster = entry.get("cluster")
         self.outcome.step = "mark"
         return entry["action"] != "absent"
 
@@ -105,6 +106,7 @@ class MachineDeletion:
             wait_sleep=request.wait_sleep,
             grace_period=request.grace_period,
             check_mode=request.check_mode,
+            workload=request.workload,
         )
         try:
             result = run_drain(self.api, drain_request)
@@ -143,6 +145,7 @@ class MachineDeletion:
             instance_terminated=self.key in request.instance_terminated,
             rules=list(request.rules),
             use_cluster_rules=request.use_cluster_rules,
+            workload=request.workload,
         )
         try:
             result = terminate_machine(self.api, terminate_request)

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ansible_collections.lifecycle.machine.plugins.module_utils._options.logic import check_options, empty_names, invalid_names, seconds
+from ansible_collections.lifecycle.machine.plugins.module_utils._workload.logic import WorkloadSettings, workload_settings
 
 DRAINED, CORDONED, UNCORDONED = "drained", "cordoned", "uncordoned"
 # The verb of each state, as skip messages say it ("Drain skipped: ...").
@@ -34,13 +35,15 @@ class DrainRequest:
     disable_eviction: bool = False
     progress_interval: int = 0
     check_mode: bool = False
+    # How the Node of a Cluster API Machine is reached (its workload cluster).
+    workload: WorkloadSettings = field(default_factory=WorkloadSettings)
 
     @classmethod
     def from_params(cls, params: dict[str, Any], check_mode: bool) -> DrainRequest:
         """The request of a task, from the module's parameters; MachineError naming every option out of range."""
-        check_options(
-            "machine_drain", params, BOUNDS, errors=empty_names(params, ("node", "machine")) + invalid_names(params, ("node", "machine"), ("namespace",))
-        )
+        errors = empty_names(params, ("node", "machine")) + invalid_names(params, ("node", "machine"), ("namespace",))
+        workload = workload_settings(params.get("workload_cluster"), errors)
+        check_options("machine_drain", params, BOUNDS, errors=errors)
         return cls(
             node=params["node"],
             machine=params["machine"],
@@ -56,6 +59,7 @@ class DrainRequest:
             disable_eviction=params["disable_eviction"],
             progress_interval=params.get("progress_interval") or 0,
             check_mode=check_mode,
+            workload=workload,
         )
 
     @property

@@ -69,6 +69,8 @@ from ansible_collections.lifecycle.machine.plugins.module_utils._machine.conditi
 )
 from ansible_collections.lifecycle.machine.plugins.module_utils._machine.flavour import Flavour, Hook, flavour_for, machine_label
 from ansible_collections.lifecycle.machine.plugins.module_utils._timeutil import now
+from ansible_collections.lifecycle.machine.plugins.module_utils._workload import api as workload
+from ansible_collections.lifecycle.machine.plugins.module_utils._workload.logic import provider_id_conflict
 
 # Importable from here as before.
 __all__ = [
@@ -191,8 +193,20 @@ class DrainPasses:
     yet (``passes.EvictionMemory``).
     """
 
-    def __init__(self, api: KubeApi, request: DrainRequest, *, inline_rules: list[dict], deadline: float, flavour: Flavour | None = None):
+    def __init__(
+        self,
+        api: KubeApi,
+        request: DrainRequest,
+        *,
+        inline_rules: list[dict],
+        deadline: float,
+        flavour: Flavour | None = None,
+        node_side: Callable[[], KubeApi] | None = None,
+    ):
+        # The Machine, its Cluster and the MachineDrainRules are read through ``api``;
+        # the Node, its Pods and budgets through ``node_side()`` (the workload cluster).
         self.api = api
+        self._node_side = node_side or (lambda: api)
         self.request = request
         self.inline_rules = inline_rules
         self.deadline = deadline
@@ -205,8 +219,12 @@ class DrainPasses:
         # What this task evicted, by Pod UID: a watched Pod may not show it yet.
         self.memory = EvictionMemory()
 
+    @property
+    def node_api(self) -> KubeApi:
+        return self._node_side()
+
     def prepare(self, machine: dict | None) -> None:
-        self.context = PodContext(self.api)
+        self.context = PodContext(self.node_api)
         self.cluster = get_cluster(self.api, machine, self.flavour) if machine is not None else None
         namespace = machine["metadata"]["namespace"] if machine is not None else self.request.namespace
         served = served_drain_rules(self.api, namespace) if self.request.use_cluster_rules and namespace else []
@@ -222,7 +240,7 @@ class DrainPasses:
             self.prepare(machine)
         watch = self.watch if self.watch is not None and not self.watch.failed else None
         drain = drain_pass(
-            self.api,
+            self.node_api,
             node_name,
             context=self.context,
             rules=self.rules,
@@ -241,7 +259,7 @@ class DrainPasses:
             self.stop_watching()
             self.watch_starts += 1
             if getattr(self.api, "background_watches", True):
-                self.watch = NodeWatch.start(self.api, drain, node_name, deadline=self.deadline)
+                self.watch = NodeWatch.start(self.node_api, drain, node_name, deadline=self.deadline)
         return drain
 
     def stop_watching(self) -> None:
@@ -269,7 +287,7 @@ class DrainPasses:
             _snapshot_node, _pods, budgets = watch.snapshot()
             watch.wait(drain, refused_budgets(drain, budgets), seconds)
         else:
-            wait_for_pods(self.api, node_name, drain.resource_version, drain.waiting_for(), seconds)
+            wait_for_pods(self.node_api, node_name, drain.resource_version, drain.waiting_for(), seconds)
 
 
 class MachineProgress:
@@ -329,6 +347,20 @@ class DrainRun:
         self.progress = MachineProgress(None)
         self.gate: DrainGate | None = None
         self.passes: DrainPasses | None = None
+        self._node_api: KubeApi | None = None
+
+    def node_api(self) -> KubeApi:
+        """Where the Node is: the task's own cluster for a Node given by name or an
+        OpenShift Machine; a Cluster API Machine's workload cluster, connected the
+        first time the Node is needed (a Machine without a Node needs none)."""
+        if self._node_api is None:
+            machine = self.machine
+            try:
+                self._node_api = self.api if machine is None else workload.node_api(self.api, machine, self.request.workload, self.recorder.flavour)
+            except MachineError as exc:  # no way to the workload cluster: the Machine says so, nothing is touched
+                self.progress.failed(self.report.node_name, exc.msg)
+                raise self.fail(exc.msg) from None
+        return self._node_api
 
     # -- the result ----------------------------------------------------------
     @property
@@ -341,7 +373,7 @@ class DrainRun:
             completed,
             message,
             elapsed=self.api.monotonic() - self.started,
-            api_requests=self.api.request_count,
+            api_requests=self.api.request_count + (self._node_api.request_count if self._node_api not in (None, self.api) else 0),
             machine=machine_summary(recorder.machine, recorder.flavour) if recorder is not None else None,
             machine_changed=recorder is not None and recorder.changed,
             **extra,
@@ -363,7 +395,7 @@ class DrainRun:
             if request.machine:
                 self.load_machine()
             flavour = self.recorder.flavour if self.recorder is not None else None
-            self.passes = DrainPasses(self.api, request, inline_rules=inline_rules, deadline=self.deadline, flavour=flavour)
+            self.passes = DrainPasses(self.api, request, inline_rules=inline_rules, deadline=self.deadline, flavour=flavour, node_side=self.node_api)
             if self.gate is not None:
                 final = self.machine_checks(first=True)
                 if final is not None:
@@ -375,6 +407,17 @@ class DrainRun:
             raise self.fail(f"Kubernetes API error: {exc.describe()}", status=exc.status, **ran_out_of_time(exc)) from None
         except Cancelled as exc:
             raise self.fail(f"Cancelled: {exc}") from None
+
+    def check_node(self, node: dict | None) -> None:
+        """Refuse a Node that is not the Machine's own although it has the name
+        (both providerIDs set and different): it is neither cordoned nor drained."""
+        if self.machine is None or node is None:
+            return
+        api = self.node_api()
+        conflict = provider_id_conflict(self.machine, node, api.label or "the cluster")
+        if conflict:
+            self.progress.failed(self.report.node_name, conflict)
+            raise self.fail(conflict)
 
     def load_machine(self) -> None:
         request = self.request
@@ -431,7 +474,8 @@ class DrainRun:
 
     def set_schedulable(self, schedulable: bool) -> dict:
         node_name = self.report.node_name
-        node = get_node(self.api, node_name)
+        node = get_node(self.node_api(), node_name)
+        self.check_node(node)
         if node is None:
             if schedulable:
                 raise MachineError(f"Cannot uncordon Node {node_name}: it does not exist")
@@ -441,13 +485,18 @@ class DrainRun:
         if self.request.check_mode:
             after, changed = with_unschedulable(node, not schedulable), is_unschedulable(node) == schedulable
         else:
-            after, changed = set_unschedulable(self.api, node, not schedulable)
+            after, changed = set_unschedulable(self.node_api(), node, not schedulable)
         self.report.record_node(node, after, changed)
         done = "uncordoned" if schedulable else "cordoned"
         return self.result(True, f"Node {node_name} {done}" if changed else f"Node {node_name} was already {done}")
 
     # -- the drain -----------------------------------------------------------
     def drain(self) -> dict:
+        if self.machine is not None and (self.machine.get("spec") or {}).get("providerID"):
+            try:
+                self.check_node(get_node(self.node_api(), self.report.node_name))
+            except ApiError as exc:
+                raise self.failed(exc) from None
         if self.request.check_mode:
             return self.finish_preview()
         try:

@@ -113,12 +113,14 @@ class _Attempts:
         self.started = api._clock()
         self.count = 0
         self.ambiguous = False
+        self.renewed = False
 
     def start(self) -> None:
         api = self.api
         if api.cancelled:
             raise Cancelled(f"the run was cancelled before {self.call.method} {describe_path(self.call.path)}")
         self.count += 1
+        self.generation = api._link.generation
         with api._lock:
             api.request_count += 1
 
@@ -126,6 +128,10 @@ class _Attempts:
         """Wait before the next attempt (returning None), return what ``verify``
         found when an earlier attempt took effect, or raise the ApiError."""
         api = self.api
+        if failure.status == 401 and not self.renewed and api._link.renew(self.generation):
+            # The connection's credentials were read again (a rotated kubeconfig Secret): send once more.
+            self.renewed = True
+            return None
         if not api.policy.retryable(failure, idempotent=self.repeatable, throttle=self.throttle, verifiable=self.verify is not None):
             raise self.error(failure, data)
         wait = api.policy.delay(self.count - 1, failure.retry_after)
@@ -151,7 +157,41 @@ class _Attempts:
             after_ambiguous=self.ambiguous,
             elapsed=self.api._clock() - self.started,
             out_of_time=out_of_time,
+            cluster=self.api.label,
         )
+
+
+class _Link:
+    """The ApiClient a KubeApi (and every fork of it) sends through, and how to
+    make a new one when the server stops accepting its credentials.
+
+    ``renew()`` returns a fresh ApiClient (say, from a kubeconfig Secret read
+    again after a rotation) or None. It is asked at most once per generation of
+    the link: the requests that failed with the old credentials all send once
+    more with the new ones, and the Secret is read once, not once per request.
+    """
+
+    def __init__(self, api_client: Any, renew: Callable[[], Any] | None = None):
+        self.client = api_client
+        self._renew = renew
+        self._lock = threading.Lock()
+        self.generation = 0
+
+    def renew(self, generation: int) -> bool:
+        """After a 401 on a request sent with ``generation``: True when the request
+        should be sent again (the credentials are new, or were renewed meanwhile)."""
+        if self._renew is None:
+            return False
+        with self._lock:
+            if self.generation != generation:
+                return True
+            fresh = self._renew()
+            self._renew = None  # once per run: a second 401 is the answer
+            if fresh is None:
+                return False
+            self.client = fresh
+            self.generation += 1
+            return True
 
 
 class KubeApi:
@@ -163,17 +203,31 @@ class KubeApi:
     :class:`Cancelled` at once, and wakes any retry pause.
     """
 
-    def __init__(self, api_client: Any, *, policy: RetryPolicy | None = None, clock: Callable[[], float] = time.monotonic):
-        self._api_client = api_client
+    def __init__(
+        self,
+        api_client: Any,
+        *,
+        policy: RetryPolicy | None = None,
+        clock: Callable[[], float] = time.monotonic,
+        label: str = "",
+        renew: Callable[[], Any] | None = None,
+    ):
+        self._link = _Link(api_client, renew)
+        # Names the server in messages when it is not the task's own ("the workload cluster ns/c1").
+        self.label = label
+        self._deadline_from: KubeApi | None = None
+        self._deadline: float | None = None
         self._lock = threading.Lock()
         self._clock = clock
         self._cancelled = threading.Event()
         self._streams: set[Any] = set()
         self._streams_lock = threading.Lock()
         self._children: list[KubeApi] = []
+        # The run's connections to other clusters, made once and shared by every fork.
+        self._others: dict[str, KubeApi] = {}
+        self._others_lock = threading.Lock()
         self._answered = False
         self.policy = policy or RetryPolicy()
-        self.deadline: float | None = None
         self.request_count = 0
         self.retries: Counter[str] = Counter()
         self.discovery = Discovery(self)
@@ -188,17 +242,57 @@ class KubeApi:
         for response in streams:
             _cut(response)
 
-    def fork(self) -> KubeApi:
+    @property
+    def _api_client(self) -> Any:
+        return self._link.client
+
+    @property
+    def deadline(self) -> float | None:
+        """The task's limit on the transport's clock; a connection to another
+        cluster made for a task (:meth:`beside`) follows the task's own."""
+        if self._deadline is None and self._deadline_from is not None:
+            return self._deadline_from.deadline
+        return self._deadline
+
+    @deadline.setter
+    def deadline(self, value: float | None) -> None:
+        self._deadline = value
+
+    def fork(self, deadline_from: KubeApi | None = None) -> KubeApi:
         """A KubeApi for one of several tasks run at once (say, one Machine among
         many): the same connections, discovery answers and cancellation, but its
-        own deadline and request counters."""
-        child = KubeApi(self._api_client, policy=self.policy, clock=self._clock)
+        own deadline (or, with ``deadline_from``, that KubeApi's) and request counters."""
+        child = KubeApi(None, policy=self.policy, clock=self._clock, label=self.label)
+        child._link = self._link
+        child._deadline_from = deadline_from
         child._cancelled, child._streams, child._streams_lock = self._cancelled, self._streams, self._streams_lock
+        child._others, child._others_lock = self._others, self._others_lock
         child.discovery = self.discovery
         child._answered = self._answered
         with self._lock:
             self._children.append(child)
         return child
+
+    def beside(self, api_client: Any, *, label: str, renew: Callable[[], Any] | None = None) -> KubeApi:
+        """A KubeApi for another API server (a workload cluster) used by the same
+        run: its own connections, credentials and discovery; the run's retry
+        policy, clock and cancellation. Its requests count as the run's."""
+        other = KubeApi(api_client, policy=self.policy, clock=self._clock, label=label, renew=renew)
+        other._cancelled, other._streams, other._streams_lock = self._cancelled, self._streams, self._streams_lock
+        with self._lock:
+            self._children.append(other)
+        return other
+
+    def other_cluster(self, key: str, make: Callable[[], tuple[Any, Callable[[], Any] | None]], *, label: str) -> KubeApi:
+        """The run's connection to another cluster named ``key``, for this task (its
+        deadline is this KubeApi's). The first call makes it with ``make()`` ->
+        (ApiClient, renew); every later call, from any fork, shares it."""
+        with self._others_lock:
+            base = self._others.get(key)
+            if base is None:
+                api_client, renew = make()
+                base = self._others[key] = self.beside(api_client, label=label, renew=renew)
+        return base.fork(deadline_from=self)
 
     @property
     def cancelled(self) -> bool:
@@ -216,10 +310,14 @@ class KubeApi:
     def retry_summary(self) -> str:
         """``503 Service Unavailable x3, connection reset x1`` (empty when nothing was
         retried), for this KubeApi and the ones forked from it."""
+        total = self._retry_counts()
+        return ", ".join(f"{reason} x{count}" for reason, count in sorted(total.items()))
+
+    def _retry_counts(self) -> Counter[str]:
         total = Counter(self.retries)
         for child in self._children:
-            total.update(child.retries)
-        return ", ".join(f"{reason} x{count}" for reason, count in sorted(total.items()))
+            total.update(child._retry_counts())
+        return total
 
     @property
     def total_requests(self) -> int:
@@ -298,7 +396,7 @@ class KubeApi:
         raw = str(exc.reason or exc)
         reason = _exception_reason(exc, self.server)
         if _is_permanent_tls_error(raw):
-            raise ApiError(0, reason, None, call.method, call.path) from None
+            raise ApiError(0, reason, None, call.method, call.path, cluster=self.label) from None
         return Failure(0, reason, sent=not raw.startswith("SSLError")), None
 
     def _answer(self, status: int, data: Any, headers: Any) -> tuple[Failure | None, Any]:
@@ -395,7 +493,7 @@ class KubeApi:
                         if line.strip():
                             yield json.loads(line)
             except (*_TRANSPORT_ERRORS, ValueError) as exc:
-                raise ApiError(0, f"watch stream broken: {_transport_reason(exc)}", None, "GET", path) from None
+                raise ApiError(0, f"watch stream broken: {_transport_reason(exc)}", None, "GET", path, cluster=self.label) from None
             finished = True
         finally:
             if not finished:
@@ -763,6 +861,26 @@ def _settings(options: dict) -> tuple[str, str]:
         with contextlib.suppress(Exception):
             server = kubernetes.client.Configuration.get_default_copy().host or ""
     return str(kubeconfig), str(server)
+
+
+def client_from_kubeconfig(kubeconfig: dict | str, context: str | None = None, *, user_agent: str = USER_AGENT) -> Any:
+    """An ApiClient for the cluster a kubeconfig (a mapping, or a file's path) names,
+    made without touching the kubernetes client's default configuration, which
+    the task's own connection uses (a run may talk to several clusters)."""
+    configuration = kubernetes.client.Configuration()
+    try:
+        if isinstance(kubeconfig, dict):
+            kubernetes.config.load_kube_config_from_dict(kubeconfig, context=context, client_configuration=configuration, persist_config=False)
+        else:
+            path = os.path.expanduser(kubeconfig)
+            kubernetes.config.load_kube_config(config_file=path, context=context, client_configuration=configuration, persist_config=False)
+    except Exception as exc:  # the loader's ConfigException, and its errors for what is not a kubeconfig
+        raise ConfigError(_error_text(exc)) from None
+    configuration.connection_pool_maxsize = max(POOL_SIZE, configuration.connection_pool_maxsize or 0)
+    configuration.retries = False
+    api_client = kubernetes.client.ApiClient(configuration)
+    api_client.user_agent = user_agent
+    return api_client
 
 
 def api_from_kubeconfig(path: str, context: str | None = None, **kwargs: Any) -> KubeApi:

@@ -112,6 +112,7 @@ class ApiError(Exception):
         after_ambiguous: bool = False,
         elapsed: float = 0.0,
         out_of_time: bool = False,
+        cluster: str = "",
     ):
         self.status = status
         self.reason = reason
@@ -125,6 +126,8 @@ class ApiError(Exception):
         self.after_ambiguous = after_ambiguous
         self.elapsed = elapsed
         self.out_of_time = out_of_time
+        # Which cluster answered, when it is not the task's own: "the workload cluster ns/c1".
+        self.cluster = cluster
         super().__init__(self.describe())
 
     @property
@@ -138,7 +141,8 @@ class ApiError(Exception):
 
     @property
     def what(self) -> str:
-        return describe_path(self.path)
+        what = describe_path(self.path)
+        return f"{what} in {self.cluster}" if self.cluster else what
 
     @property
     def status_text(self) -> str:
@@ -146,7 +150,8 @@ class ApiError(Exception):
 
     def describe(self) -> str:
         """``GET Machine ns/m1: 503 etcdserver: request timed out (gave up after 5 attempts in 30.1 s)``."""
-        text = f"{self.method} {self.what}: {self.status_text}" if self.method else self.status_text
+        where = f"{self.cluster}: " if self.cluster else ""
+        text = f"{self.method} {self.what}: {self.status_text}" if self.method else where + self.status_text
         if self.attempts > 1:
             text += f" (gave up after {self.attempts} attempts in {self.elapsed:.1f} s)"
         return text

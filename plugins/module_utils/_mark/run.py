@@ -22,6 +22,8 @@ def mark(api: KubeApi, machine: dict, check_mode: bool) -> tuple[dict, tuple[dic
     """Ensure the finalizer, then delete the Machine (only the one read, by UID)."""
     flavour = flavour_for(machine)
     entry = {"name": machine["metadata"]["name"], "namespace": machine["metadata"]["namespace"], "api_version": machine["apiVersion"], "flavour": flavour.name}
+    if flavour.split_clusters:
+        entry["cluster"] = flavour.cluster_name(machine)  # the workload cluster its Node is in
     before = deletion_state(machine, flavour)
     if before["deleting"]:
         return {**entry, "action": "already_deleting", "finalizer_added": False, "held": before["held"], "changed": False}, None

@@ -14,10 +14,12 @@ Waits and sleeps use the transport's clock (``api.monotonic()``, ``api.sleep()``
 from __future__ import annotations
 
 import copy
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from ansible_collections.lifecycle.machine.plugins.module_utils._drain.api import PodContext, list_node_pods, served_drain_rules
 from ansible_collections.lifecycle.machine.plugins.module_utils._drain.logic import SKIP, classify_pods, is_node_unreachable, merge_rules, pod_key
+from ansible_collections.lifecycle.machine.plugins.module_utils._errors import MachineError
 from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.client import KubeApi
 from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.errors import ApiError
 from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.paths import resource_path
@@ -40,6 +42,7 @@ from ansible_collections.lifecycle.machine.plugins.module_utils._terminate.logic
 )
 from ansible_collections.lifecycle.machine.plugins.module_utils._terminate.volumes import VolumeWaitStatus, attached_volumes, volumes_to_wait_for
 from ansible_collections.lifecycle.machine.plugins.module_utils._timeutil import now
+from ansible_collections.lifecycle.machine.plugins.module_utils._workload.logic import provider_id_conflict
 
 # As the Cluster API Machine controller: retry a failing Node deletion every
 # 2 s for 10 s, then give up for this pass (or for good once the Machine's
@@ -62,17 +65,31 @@ def get_node(api: KubeApi, name: str) -> dict | None:
     return api.get(node_path(name))
 
 
-def observe(api: KubeApi, machine: dict | None, flavour: Flavour, *, instance_terminated: bool = False, node_abandoned: str | None = None) -> Facts:
-    """What the API says about the Machine now: its Node and the Cluster API
-    reason to skip the Node steps (everything else is observed when
-    :func:`logic.decide` asks for it)."""
+def observe(
+    api: KubeApi,
+    machine: dict | None,
+    flavour: Flavour,
+    *,
+    instance_terminated: bool = False,
+    node_abandoned: str | None = None,
+    node_side: Callable[[], KubeApi] | None = None,
+) -> Facts:
+    """What the API says about the Machine now: the Cluster API reason to skip
+    the Node steps and, when they are not skipped, its Node, read through
+    ``node_side()`` (the workload cluster; everything else is observed when
+    :func:`logic.decide` asks for it). A Node that has the name but another
+    machine's providerID is refused (MachineError)."""
     facts = Facts(machine=machine, now=now(), instance_terminated=instance_terminated, node_deletion_abandoned=node_abandoned)
     if machine is None:
         return facts
-    node_name = flavour.node_name(machine)
-    if node_name:
-        facts.node = get_node(api, node_name)
     facts.skip_reason = node_steps_skip_reason(api, machine, flavour)
+    node_name = flavour.node_name(machine)
+    if node_name and not facts.skip_reason:
+        node_api = node_side() if node_side is not None else api
+        facts.node = get_node(node_api, node_name)
+        conflict = provider_id_conflict(machine, facts.node, node_api.label or "the cluster")
+        if conflict:
+            raise MachineError(conflict)
     return facts
 
 
@@ -112,14 +129,31 @@ class VolumeObserver:
     The drain rules, the Cluster and what the Pods' namespaces and DaemonSets
     look like are read once per run."""
 
-    def __init__(self, api: KubeApi, flavour: Flavour, *, rules: list | None = None, use_cluster_rules: bool = True):
+    def __init__(
+        self,
+        api: KubeApi,
+        flavour: Flavour,
+        *,
+        rules: list | None = None,
+        use_cluster_rules: bool = True,
+        node_side: Callable[[], KubeApi] | None = None,
+    ):
+        # The rules and the Cluster come from ``api`` (the management cluster);
+        # the Node's Pods, the VolumeAttachments and PersistentVolumes from ``node_side()``.
         self.api = api
+        self._node_side = node_side or (lambda: api)
         self.flavour = flavour
         self.inline_rules = rules
         self.use_cluster_rules = use_cluster_rules
-        self.pod_context = PodContext(api)
+        self._pod_context: PodContext | None = None
         self._rules: list[dict] | None = None
         self._cluster: dict | None = None
+
+    @property
+    def pod_context(self) -> PodContext:
+        if self._pod_context is None:
+            self._pod_context = PodContext(self._node_side())
+        return self._pod_context
 
     def rules(self, namespace: str) -> list[dict]:
         if self._rules is None:
@@ -134,7 +168,7 @@ class VolumeObserver:
     def skipped_pods(self, machine: dict, node: dict) -> list[dict]:
         """The Node's Pods the drain skips (DaemonSet, static, skip label or rule):
         their claims stay attached until the Node goes, so the wait ignores them."""
-        pods, _version = list_node_pods(self.api, node["metadata"]["name"])
+        pods, _version = list_node_pods(self._node_side(), node["metadata"]["name"])
         if not pods:
             return []
         decisions = classify_pods(
@@ -153,10 +187,11 @@ class VolumeObserver:
     def observe(self, machine: dict, node: dict | None) -> VolumeWaitStatus:
         if node is None or is_node_unreachable(node):
             return volumes_to_wait_for(node, [], [], [])
-        attachments = self.api.list(VOLUME_ATTACHMENTS)
+        node_api = self._node_side()
+        attachments = node_api.list(VOLUME_ATTACHMENTS)
         if attached_volumes(node, attachments).empty:
             return VolumeWaitStatus()
-        persistent_volumes = self.api.list(PERSISTENT_VOLUMES)
+        persistent_volumes = node_api.list(PERSISTENT_VOLUMES)
         return volumes_to_wait_for(node, attachments, persistent_volumes, self.skipped_pods(machine, node))
 
 
@@ -235,18 +270,19 @@ def _delete_with_retries(api: KubeApi, path: str) -> ApiError | None:
         api.sleep(NODE_DELETE_RETRY_INTERVAL)
 
 
-def delete_node(api: KubeApi, machine: dict, flavour: Flavour) -> NodeDeletion:
+def delete_node(api: KubeApi, machine: dict, flavour: Flavour, node_api: KubeApi | None = None) -> NodeDeletion:
     """Delete the Machine's Node as the Cluster API Machine controller does.
 
     A failing deletion is retried for 10 s; then, as upstream, NodeHealthy
-    False DeletionFailed and the FailedDeleteNode Event are recorded, whether
+    False DeletionFailed and the FailedDeleteNode Event are recorded (on the
+    Machine, through ``api``; the Node is deleted through ``node_api``), whether
     the workflow stops there (``error``) or, once the Machine's node-deletion
     timeout has passed since its deletionTimestamp, goes on without the Node
     (``abandoned``).
     """
     node_name = flavour.node_name(machine)
     path = node_path(node_name)
-    error = _delete_with_retries(api, path)
+    error = _delete_with_retries(node_api or api, path)
     if error is None:
         return NodeDeletion(machine=machine)
     reason = error.message

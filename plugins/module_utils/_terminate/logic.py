@@ -41,6 +41,7 @@ from ansible_collections.lifecycle.machine.plugins.module_utils._machine.flavour
 from ansible_collections.lifecycle.machine.plugins.module_utils._options.logic import check_options, empty_names, invalid_names, seconds
 from ansible_collections.lifecycle.machine.plugins.module_utils._terminate.volumes import VolumeWaitStatus, volume_detach_message
 from ansible_collections.lifecycle.machine.plugins.module_utils._timeutil import parse_time, rfc3339
+from ansible_collections.lifecycle.machine.plugins.module_utils._workload.logic import WorkloadSettings, workload_settings
 
 # wait_timeout 0 waits for nothing; a wait_sleep of 0 would read the volumes without pause.
 BOUNDS = (*seconds("wait_timeout"), *seconds("wait_sleep", least=1))
@@ -60,13 +61,15 @@ class TerminateRequest:
     rules: list | None = None
     use_cluster_rules: bool = True
     check_mode: bool = False
+    # How the Node of a Cluster API Machine is reached (its workload cluster).
+    workload: WorkloadSettings = field(default_factory=WorkloadSettings)
 
     @classmethod
     def from_params(cls, params: dict, check_mode: bool) -> TerminateRequest:
         """The request of a task; MachineError naming every option out of range."""
-        check_options(
-            "machine_terminate", params, BOUNDS, errors=empty_names(params, ("machine", "namespace")) + invalid_names(params, ("machine",), ("namespace",))
-        )
+        errors = empty_names(params, ("machine", "namespace")) + invalid_names(params, ("machine",), ("namespace",))
+        workload = workload_settings(params.get("workload_cluster"), errors)
+        check_options("machine_terminate", params, BOUNDS, errors=errors)
         return cls(
             namespace=params["namespace"],
             machine=params["machine"],
@@ -78,6 +81,7 @@ class TerminateRequest:
             rules=params.get("rules"),
             use_cluster_rules=params["use_cluster_rules"],
             check_mode=check_mode,
+            workload=workload,
         )
 
 

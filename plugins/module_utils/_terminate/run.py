@@ -44,6 +44,7 @@ from ansible_collections.lifecycle.machine.plugins.module_utils._terminate.logic
 )
 from ansible_collections.lifecycle.machine.plugins.module_utils._terminate.report import Report, gone_result, node_key, object_key, unread_result
 from ansible_collections.lifecycle.machine.plugins.module_utils._timeutil import now
+from ansible_collections.lifecycle.machine.plugins.module_utils._workload import api as workload
 
 INFRASTRUCTURE_ACTIONS = (OBSERVE_INFRASTRUCTURE, DELETE_INFRASTRUCTURE)
 # A run that keeps repeating one write (say, something recreates the object it deletes) stops after this many.
@@ -56,15 +57,26 @@ class Termination:
     def __init__(self, api: KubeApi, machine: dict, request: TerminateRequest, *, started: float | None = None):
         self.api = api
         self.request = request
+        self.machine = machine
         self.flavour = flavour_for(machine)
         self.label = machine_label(machine)
         started = api.monotonic() if started is None else started
         self.deadline = started + (request.wait_timeout if request.wait else 0)
         self.report = Report(machine, self.flavour, started=started, started_at=now(), check_mode=request.check_mode)
         self.objects = terminate_api.ReferencedObjects(api)
-        self.volumes = terminate_api.VolumeObserver(api, self.flavour, rules=request.rules, use_cluster_rules=request.use_cluster_rules)
+        self._node_api: KubeApi | None = None
+        self.volumes = terminate_api.VolumeObserver(
+            api, self.flavour, rules=request.rules, use_cluster_rules=request.use_cluster_rules, node_side=self.node_api
+        )
         self.node_abandoned: str | None = None
         self.writes: dict[tuple, int] = {}
+
+    def node_api(self) -> KubeApi:
+        """Where the Machine's Node is (its workload cluster for Cluster API),
+        connected the first time the Node is needed."""
+        if self._node_api is None:
+            self._node_api = workload.node_api(self.api, self.machine, self.request.workload, self.flavour)
+        return self._node_api
 
     def result(self) -> dict:
         return self.report.result(self.api.monotonic())
@@ -91,7 +103,14 @@ class Termination:
             raise
 
     def observe(self, machine: dict | None) -> Facts:
-        facts = terminate_api.observe(self.api, machine, self.flavour, instance_terminated=self.request.instance_terminated, node_abandoned=self.node_abandoned)
+        facts = terminate_api.observe(
+            self.api,
+            machine,
+            self.flavour,
+            instance_terminated=self.request.instance_terminated,
+            node_abandoned=self.node_abandoned,
+            node_side=self.node_api,
+        )
         node_name = self.flavour.node_name(machine) if machine is not None else None
         if node_name:
             self.report.seen(node_key(node_name), facts.node is not None)
@@ -161,18 +180,18 @@ class Termination:
     def delete_node(self, facts: Facts) -> Facts:
         node_name = self.flavour.node_name(facts.machine)
         if self.request.check_mode:
-            error = terminate_api.dry_run_delete_node(self.api, node_name)
+            error = terminate_api.dry_run_delete_node(self.node_api(), node_name)
             if error is not None:
                 self.report.block(STEP_NODE, f"deleting Node {node_name} would fail: {error}")
             else:
                 self.report.wrote(f"delete Node {node_name}")
                 self.report.assume_gone(node_key(node_name))
             return facts
-        outcome = terminate_api.delete_node(self.api, facts.machine, self.flavour)
+        outcome = terminate_api.delete_node(self.api, facts.machine, self.flavour, self.node_api())
         facts.machine = outcome.machine
         if outcome.error is None:
             self.report.wrote(f"delete Node {node_name}")
-            facts.node = terminate_api.get_node(self.api, node_name)
+            facts.node = terminate_api.get_node(self.node_api(), node_name)
             self.report.seen(node_key(node_name), facts.node is not None)
             return facts
         self.report.wrote(*outcome.written)

@@ -230,6 +230,7 @@ REQUESTS = {
     ("", "persistentvolumes", "list"): "volume wait",
     ("storage.k8s.io", "volumeattachments", "list"): "volume wait",
     ("", "events", "create"): "Events on Machines",
+    ("", "secrets", "get"): "the workload cluster's kubeconfig Secret (<cluster>-kubeconfig)",
     **{("lifecycle.machine.dev", "alives", verb): "the cluster deletion signal" for verb in ("get", "watch", "create", "patch", "delete")},
 }
 # Not granted on purpose: machine_drain's disable_eviction (the unbound lifecycle-machine-pod-delete role).

@@ -132,6 +132,8 @@ class Flavour:
     exclude_drain_annotation = ""
     exclude_volume_wait_annotation: str | None = None
     points: tuple[str, ...] = ()
+    # Whether the Machine's Node lives in another cluster (Cluster API's workload cluster).
+    split_clusters = False
 
     def __init__(self, api_version: str):
         self.api_version = api_version

@@ -40,6 +40,7 @@ from ansible_collections.lifecycle.machine.plugins.module_utils._timeutil import
 
 class ClusterAPIFlavour(Flavour):
     name = CLUSTERAPI
+    split_clusters = True
     group = CAPI_GROUP
     finalizer = "machine.cluster.x-k8s.io"
     exclude_drain_annotation = "machine.cluster.x-k8s.io/exclude-node-draining"
