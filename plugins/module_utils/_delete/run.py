@@ -33,10 +33,12 @@ from ansible_collections.lifecycle.machine.plugins.module_utils._drain.run impor
 from ansible_collections.lifecycle.machine.plugins.module_utils._errors import MachineError
 from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.client import KubeApi
 from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.errors import ApiError, Cancelled
-from ansible_collections.lifecycle.machine.plugins.module_utils._machine.api import machine_api_versions, require_namespace
+from ansible_collections.lifecycle.machine.plugins.module_utils._machine.api import get_machine, machine_api_versions, node_steps_skip_reason, require_namespace
+from ansible_collections.lifecycle.machine.plugins.module_utils._machine.flavour import flavour_for, is_deleting
 from ansible_collections.lifecycle.machine.plugins.module_utils._machine.selection import MachineSelection
 from ansible_collections.lifecycle.machine.plugins.module_utils._mark.run import mark_for_deletion
 from ansible_collections.lifecycle.machine.plugins.module_utils._terminate.run import TerminateRequest, terminate_machine
+from ansible_collections.lifecycle.machine.plugins.module_utils._workload.api import check_node_side
 
 
 class MachineDeletion:
@@ -50,6 +52,8 @@ class MachineDeletion:
         self.clock = clock
         self.slice_end = slice_end
         self.outcome = Outcome(machine=dict(machine))
+        # Set while the Machine's workload cluster does not answer: the phase is tried again.
+        self.unreachable: tuple[str, int] | None = None
 
     @property
     def key(self) -> str:
@@ -67,10 +71,14 @@ class MachineDeletion:
     def run(self) -> Outcome:
         outcome = self.outcome
         try:
-            if not self.mark():
-                outcome.status, outcome.step, outcome.message = DONE, "release", "the Machine is gone"
-            elif self.drain() and not self.request.check_mode:
-                self.terminate()
+            while True:
+                self.unreachable = None
+                if not self.mark():
+                    outcome.status, outcome.step, outcome.message = DONE, "release", "the Machine is gone"
+                elif self.drain() and not self.request.check_mode:
+                    self.terminate()
+                if not self.retry_unreachable():
+                    break
         except Cancelled as exc:
             outcome.status, outcome.message = FAILED, f"Cancelled: {exc}"
         except ApiError as exc:
@@ -79,8 +87,48 @@ class MachineDeletion:
             outcome.status, outcome.message = FAILED, exc.msg
         return outcome
 
+    def check(self) -> None:
+        """Before the Machine is marked: its workload cluster can be reached (Secret,
+        kubeconfig, an answer) and its Node is its own. A Machine already being
+        deleted is not checked: an unreachable workload cluster is then waited for."""
+        machine = get_machine(self.api, self.machine["namespace"], self.machine["name"], self.machine.get("api_version"))
+        if machine is None or is_deleting(machine) or node_steps_skip_reason(self.api, machine, flavour_for(machine)):
+            return
+        check_node_side(self.api, machine, self.request.workload)
+
+    def waiting_for_cluster(self, phase: str, timeout: int, result: dict, message: str, final: bool) -> bool:
+        """A phase stopped because the Machine's workload cluster did not answer: while
+        the phase's budget lasts that is a wait, not a failure (True); the Machine is
+        retried after ``wait_sleep`` and the progress lines say what it waits for."""
+        cluster = result.get("unreachable")
+        if not cluster:
+            return False
+        reason = message.splitlines()[0]
+        if final and budget_left(self.clock, self.key, phase, timeout, time.time()) <= 0:
+            raise MachineError(f"Timed out after {timeout} s waiting for {cluster} to answer: {reason}")
+        self.outcome.status = IN_PROGRESS
+        self.outcome.message = f"Waiting for {cluster} to answer: {reason}"
+        self.unreachable = (phase, timeout)
+        return True
+
+    def retry_unreachable(self) -> bool:
+        """After a wait for an unreachable workload cluster: pause and go again while
+        the phase's budget and the progress interval allow; False when this call ends here."""
+        if self.unreachable is None:
+            return False
+        phase, timeout = self.unreachable
+        pause = float(max(1, self.request.wait_sleep))
+        left = budget_left(self.clock, self.key, phase, timeout, time.time())
+        if self.slice_end is not None:
+            left = min(left, self.slice_end - time.monotonic())
+        if left <= pause:
+            return False
+        self.api.sleep(pause)
+        return True
+
     def mark(self) -> bool:
         """Mark the Machine for deletion (held by the flavour's finalizer); False when it is gone."""
+        self.check()
         selection = MachineSelection(machine=self.machine["name"], namespace=self.machine["namespace"], api_version=self.machine.get("api_version"))
         marked = mark_for_deletion(self.api, selection, self.request.check_mode)
         entry = marked["machines"][0]
@@ -113,6 +161,8 @@ class MachineDeletion:
         except MachineError as exc:
             outcome.drain = drain_summary(exc.result)
             outcome.changed |= bool(exc.result.get("changed"))
+            if self.waiting_for_cluster(DRAIN, request.drain_timeout, exc.result, exc.msg, final):
+                return False
             if exc.result.get("timed_out") and not final:
                 outcome.status, outcome.message = IN_PROGRESS, slice_message(exc.result.get("message") or exc.msg, final=False, timeout=request.drain_timeout)
                 return False
@@ -152,6 +202,9 @@ class MachineDeletion:
         except MachineError as exc:
             outcome.terminate = terminate_summary(exc.result)
             outcome.changed |= bool(exc.result.get("changed"))
+            if self.waiting_for_cluster(TERMINATE, request.terminate_timeout, exc.result, exc.msg, final):
+                outcome.step = exc.result.get("next_step") or TERMINATE
+                return
             if exc.result.get("timed_out") and not final:
                 outcome.status, outcome.message = IN_PROGRESS, slice_message(exc.msg, final=False, timeout=request.terminate_timeout)
                 outcome.step = exc.result.get("next_step") or TERMINATE

@@ -50,7 +50,7 @@ from ansible_collections.lifecycle.machine.plugins.module_utils._drain.report im
 from ansible_collections.lifecycle.machine.plugins.module_utils._drain.request import ACTIONS, CORDONED, DRAINED, UNCORDONED, DrainRequest
 from ansible_collections.lifecycle.machine.plugins.module_utils._errors import MachineError
 from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.client import KubeApi
-from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.errors import ApiError, Cancelled, ran_out_of_time
+from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.errors import ApiError, Cancelled, ran_out_of_time, unanswered_cluster
 from ansible_collections.lifecycle.machine.plugins.module_utils._machine.api import (
     DeletionRecorder,
     get_cluster,
@@ -404,7 +404,7 @@ class DrainRun:
                 return self.drain()
             return self.set_schedulable(request.state == UNCORDONED)
         except ApiError as exc:
-            raise self.fail(f"Kubernetes API error: {exc.describe()}", status=exc.status, **ran_out_of_time(exc)) from None
+            raise self.fail(f"Kubernetes API error: {exc.describe()}", status=exc.status, **ran_out_of_time(exc), **unanswered_cluster(exc)) from None
         except Cancelled as exc:
             raise self.fail(f"Cancelled: {exc}") from None
 
@@ -570,7 +570,7 @@ class DrainRun:
         node_name = self.report.node_name
         message = f"Failed to drain Node {node_name}: {exc.describe()}" if isinstance(exc, ApiError) else exc.msg
         self.progress.failed(node_name, message)
-        return self.fail(message, **ran_out_of_time(exc))
+        return self.fail(message, **ran_out_of_time(exc), **unanswered_cluster(exc))
 
 
 def run_drain(api: KubeApi, request: DrainRequest) -> dict:

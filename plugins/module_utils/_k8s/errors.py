@@ -163,5 +163,13 @@ def ran_out_of_time(exc: Exception) -> dict:
     return {"timed_out": True} if getattr(exc, "out_of_time", False) else {}
 
 
+def unanswered_cluster(exc: Exception) -> dict:
+    """``{"unreachable": "the workload cluster ns/c1"}`` for an ApiError that came because
+    another cluster than the task's own did not answer at all, else ``{}``: a
+    result key that lets a run wait for that cluster instead of failing."""
+    cluster = getattr(exc, "cluster", "")
+    return {"unreachable": cluster} if cluster and getattr(exc, "status", None) == 0 else {}
+
+
 class Cancelled(Exception):
     """The run was cancelled (SIGINT / SIGTERM): no further request is sent."""

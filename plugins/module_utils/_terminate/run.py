@@ -15,7 +15,7 @@ from __future__ import annotations
 from ansible_collections.lifecycle.machine.plugins.module_utils._drain.logic import normalize_rules
 from ansible_collections.lifecycle.machine.plugins.module_utils._errors import MachineError
 from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.client import KubeApi
-from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.errors import ApiError, Cancelled, ran_out_of_time
+from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.errors import ApiError, Cancelled, ran_out_of_time, unanswered_cluster
 from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.watch import wait_until_gone
 from ansible_collections.lifecycle.machine.plugins.module_utils._machine.api import get_machine, refresh, require_namespace, wait_for_machine
 from ansible_collections.lifecycle.machine.plugins.module_utils._machine.flavour import PRE_TERMINATE, flavour_for, machine_label
@@ -275,7 +275,7 @@ def _gone(machine: dict | None) -> bool:
 def failure(exc: ApiError | Cancelled) -> tuple[str, dict]:
     """The message (and extra result keys) of a run stopped by an API error or a cancellation, as ``_module.run`` words them."""
     if isinstance(exc, ApiError):
-        return f"Kubernetes API error: {exc.describe()}", {"status": exc.status, **ran_out_of_time(exc)}
+        return f"Kubernetes API error: {exc.describe()}", {"status": exc.status, **ran_out_of_time(exc), **unanswered_cluster(exc)}
     return f"Cancelled: {exc}", {}
 
 

@@ -30,6 +30,7 @@ from ansible_collections.lifecycle.machine.plugins.module_utils._workload.logic 
     kubeconfig_from_secret,
     missing_secret_message,
     no_cluster_message,
+    provider_id_conflict,
     secret_name,
 )
 
@@ -105,3 +106,20 @@ def _renewal(api: KubeApi, machine: dict, namespace: str, cluster: str, entry: W
             return None  # the 401 stands, and says why
 
     return renew
+
+
+def check_node_side(api: KubeApi, machine: dict, settings: WorkloadSettings) -> None:
+    """Before a Machine is marked for deletion: can its Node be reached, and is the
+    Node of that name its own? MachineError (no Secret, no usable kubeconfig, a
+    Node with another machine's providerID) or ApiError (the workload cluster does
+    not answer), so that bad input changes nothing. A Machine without a Node, or
+    whose Node lives beside it, needs no check."""
+    flavour = flavour_for(machine)
+    node_name = flavour.node_name(machine)
+    if not node_name or not flavour.split_clusters:
+        return
+    node_side = node_api(api, machine, settings, flavour)
+    node = node_side.get(resource_path("v1", "nodes", None, node_name))
+    conflict = provider_id_conflict(machine, node, node_side.label or "the management cluster")
+    if conflict:
+        raise MachineError(conflict + "; the Machine was not marked for deletion")
