@@ -27,6 +27,7 @@ from ansible_collections.lifecycle.machine.plugins.module_utils._workload.logic 
     WorkloadSettings,
     cluster_key,
     cluster_label,
+    fix_hint,
     kubeconfig_from_secret,
     missing_secret_message,
     no_cluster_message,
@@ -92,7 +93,7 @@ def _client(api: KubeApi, machine: dict, namespace: str, cluster: str, entry: Wo
     try:
         return client_from_kubeconfig(kubeconfig, entry.context)
     except ConfigError as exc:
-        raise MachineError(f"Cannot reach {label}: {what} cannot be used ({exc})") from None
+        raise MachineError(f"Cannot reach {label}: {what} cannot be used ({exc}); fix it, " + fix_hint(cluster)) from None
 
 
 def _renewal(api: KubeApi, machine: dict, namespace: str, cluster: str, entry: WorkloadEntry):

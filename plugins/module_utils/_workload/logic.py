@@ -137,7 +137,7 @@ def cluster_key(namespace: str, cluster: str, entry: WorkloadEntry) -> str:
     return f"secret:{namespace}/{cluster}"
 
 
-def _fix_hint(cluster: str) -> str:
+def fix_hint(cluster: str) -> str:
     return (
         f"or say how to reach it with the option workload_cluster (clusters: {{{cluster}: {{kubeconfig: <path>}}}}, "
         "or source: management for a self-hosted cluster whose Nodes are in the management cluster)"
@@ -155,7 +155,7 @@ def no_cluster_message(machine_label: str) -> str:
 def missing_secret_message(machine_label: str, namespace: str, cluster: str) -> str:
     return (
         f"Cannot reach the workload cluster of Machine {machine_label}: the Secret {namespace}/{secret_name(cluster)} "
-        f"(its kubeconfig) does not exist in the management cluster; its Node is not touched. Create it as Cluster API does, " + _fix_hint(cluster)
+        f"(its kubeconfig) does not exist in the management cluster; its Node is not touched. Create it as Cluster API does, " + fix_hint(cluster)
     )
 
 
@@ -167,15 +167,21 @@ def kubeconfig_from_secret(secret: dict, namespace: str, cluster: str) -> dict:
     if not encoded:
         raise MachineError(
             f"Cannot reach {cluster_label(namespace, cluster)}: the Secret {name} has no key {SECRET_KEY!r} "
-            f"(keys: {', '.join(sorted(secret.get('data') or {})) or 'none'}); Cluster API keeps the kubeconfig there. Fix the Secret, " + _fix_hint(cluster)
+            f"(keys: {', '.join(sorted(secret.get('data') or {})) or 'none'}); Cluster API keeps the kubeconfig there. Fix the Secret, " + fix_hint(cluster)
         )
     try:
         text = base64.b64decode(encoded, validate=True).decode("utf-8")
         config = yaml.safe_load(text) if yaml is not None else json.loads(text)
     except (binascii.Error, UnicodeDecodeError, ValueError, getattr(yaml, "YAMLError", ValueError)) as exc:
-        raise MachineError(f"Cannot reach {cluster_label(namespace, cluster)}: {SECRET_KEY!r} in the Secret {name} is not a kubeconfig ({exc})") from None
+        raise MachineError(
+            f"Cannot reach {cluster_label(namespace, cluster)}: {SECRET_KEY!r} in the Secret {name} is not a kubeconfig ({exc}). Fix the Secret, "
+            + fix_hint(cluster)
+        ) from None
     if not isinstance(config, dict) or not config.get("clusters"):
-        raise MachineError(f"Cannot reach {cluster_label(namespace, cluster)}: {SECRET_KEY!r} in the Secret {name} is not a kubeconfig (no clusters in it)")
+        raise MachineError(
+            f"Cannot reach {cluster_label(namespace, cluster)}: {SECRET_KEY!r} in the Secret {name} is not a kubeconfig (no clusters in it). Fix the Secret, "
+            + fix_hint(cluster)
+        )
     return config
 
 
