@@ -190,7 +190,7 @@ class Soak:
         started = time.monotonic()
         if scenario.capi:
             self.use_generation(scenario.flavour)
-        world = World(self.api, scenario)
+        world = World(self.api, scenario, Path(self.kubeconfig).read_text())
         workdir = self.workdir / scenario.run_id
         shutil.rmtree(workdir, ignore_errors=True)
         workdir.mkdir(parents=True)

@@ -11,6 +11,7 @@ has an anchor object (``chaos-anchor``) that ``Timeline.sync`` writes to.
 
 from __future__ import annotations
 
+import base64
 import time
 from typing import Any
 
@@ -56,8 +57,10 @@ def hooks_of(flavour: str, machine: dict | None) -> set[tuple[str, str, str]]:
 class World:
     """Paths and objects of one scenario; ``api`` is an admin KubeApi straight to the API server."""
 
-    def __init__(self, api: Any, scenario: Scenario):
+    def __init__(self, api: Any, scenario: Scenario, kubeconfig_text: str | None = None):
         self.api = api
+        # The Cluster API Cluster's kubeconfig Secret: the same cluster (a self-hosted one).
+        self.kubeconfig_text = kubeconfig_text
         self.s = scenario
         self.ns = scenario.namespace
         self.version = "v1beta1" if scenario.flavour == "openshift" else scenario.flavour
@@ -167,6 +170,15 @@ class World:
         api, version = self.api, self.version
         cluster = {"apiVersion": f"cluster.x-k8s.io/{version}", "kind": "Cluster", "metadata": {"name": "chaos"}}
         api.create(f"/apis/cluster.x-k8s.io/{version}/namespaces/{self.ns}/clusters", cluster)
+        if self.kubeconfig_text is not None:
+            secret = {
+                "apiVersion": "v1",
+                "kind": "Secret",
+                "metadata": {"name": "chaos-kubeconfig", "labels": {"cluster.x-k8s.io/cluster-name": "chaos"}},
+                "type": "cluster.x-k8s.io/secret",
+                "data": {"value": base64.b64encode(self.kubeconfig_text.encode()).decode()},
+            }
+            api.create(f"/api/v1/namespaces/{self.ns}/secrets", secret)
         control_plane = self._machine_body("control-plane-0", labels={"cluster.x-k8s.io/control-plane": ""}, annotations={}, finalizers=[])
         api.create(self.machines_path, control_plane)
         for name in self.s.cluster_rules:
