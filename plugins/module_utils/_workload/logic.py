@@ -108,6 +108,7 @@ def workload_settings(value: Any, errors: list[str] | None = None) -> WorkloadSe
     given = value.get("clusters") if isinstance(value, dict) else None
     if given is not None and not isinstance(given, dict):
         errors.append(f"{OPTION}.clusters must map cluster names (or namespace/name) to how each is reached")
+        given = None
     for name, entry in (given or {}).items():
         key = str(name)
         parts = key.split("/")
