@@ -753,25 +753,27 @@ def down(state_dir: Path) -> None:
         down(nested)
     state = _read_state(state_dir)
     pids = state.get("pids") or {}
-    order = ["kwok", "kube-scheduler", "kube-controller-manager", "kube-apiserver", "etcd"]
-    for name in order:
-        pid = pids.get(name)
-        if pid and _pid_alive(pid):
+    # In stages, each waited for: an API server whose etcd went away in the same
+    # instant hangs in its shutdown until killed (some 15 s per control plane).
+    stages = (("kwok", "kube-scheduler", "kube-controller-manager"), ("kube-apiserver",), ("etcd",))
+    for stage in stages:
+        running = [pids[name] for name in stage if pids.get(name) and _pid_alive(pids[name])]
+        for pid in running:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(pid, signal.SIGTERM)
-    deadline = time.monotonic() + 15
-    for name in order:
-        pid = pids.get(name)
-        while pid and _pid_alive(pid) and time.monotonic() < deadline:
-            time.sleep(0.1)
-        if pid and _pid_alive(pid):
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(pid, signal.SIGKILL)
-    for name in order:
-        pid = pids.get(name)
-        if pid:
-            with contextlib.suppress(ChildProcessError):
-                os.waitpid(pid, os.WNOHANG)
+        deadline = time.monotonic() + 15
+        for pid in running:
+            while _pid_alive(pid) and time.monotonic() < deadline:
+                time.sleep(0.05)
+            if _pid_alive(pid):
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(pid, signal.SIGKILL)
+                killed = time.monotonic() + 5
+                while _pid_alive(pid) and time.monotonic() < killed:
+                    time.sleep(0.05)
+    for pid in pids.values():
+        with contextlib.suppress(ChildProcessError):
+            os.waitpid(pid, os.WNOHANG)
     if (state_dir / "state.json").exists():
         (state_dir / "state.json").unlink()
 
