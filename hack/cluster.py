@@ -421,7 +421,8 @@ def service_account_kubeconfig(
     ``lm-<namespace>-<sa_name>``), a token is asked of the TokenRequest API
     (``expiration_seconds``), and the kubeconfig is returned once the token is
     accepted. The token is bound to the ServiceAccount: deleting it makes the
-    API server answer 401 to that token (a rotated kubeconfig, in a test)."""
+    API server answer 401 to that token (a rotated kubeconfig, in a test), but
+    only once its cache of successful authentications lets go, 10 s later."""
     state = _as_state(source)
     objects = (
         ("POST", "/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}}),
