@@ -14,8 +14,11 @@ export GOTOOLCHAIN := local
 help:
 	@echo "make demo          start the local control plane and delete a machine with the role"
 	@echo "make test          lint, sanity, unit and integration tests (starts the control plane)"
-	@echo "make cluster-up    start the local control plane; kubeconfig in $(CLUSTER_DIR)/kubeconfig"
-	@echo "make cluster-down  stop it"
+	@echo "make cluster-up    start the local control planes: the management one (Machines; kubeconfig in"
+	@echo "                   $(CLUSTER_DIR)/kubeconfig) and a workload one (Nodes, Pods; $(CLUSTER_DIR)/workload/kubeconfig)"
+	@echo "                   NO_WORKLOAD=1 starts the management one alone"
+	@echo "make cluster-status whether both run"
+	@echo "make cluster-down  stop both"
 
 $(BIN)/ansible: requirements.txt test-requirements.txt
 	$(PYTHON) -m venv $(VENV)
@@ -29,8 +32,9 @@ venv: $(BIN)/ansible
 tools:
 	bash hack/build-tools.sh
 
+# The management control plane in $(CLUSTER_DIR), then a workload one in $(CLUSTER_DIR)/workload.
 cluster-up: venv
-	$(BIN)/python hack/cluster.py up --dir $(CLUSTER_DIR)
+	$(BIN)/python hack/cluster.py up --dir $(CLUSTER_DIR)$(if $(NO_WORKLOAD), --no-workload)
 
 cluster-down:
 	$(PYTHON) hack/cluster.py down --dir $(CLUSTER_DIR)

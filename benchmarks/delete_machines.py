@@ -59,9 +59,12 @@ def machine(name: str, run: str, node: str | None = None, control_plane: bool = 
     }
 
 
-def setup(kube: KubeApi, namespace: str, run: str, count: int) -> None:
-    """``count`` worker Machines, each on a kwok Node with 3 Pods, in a Cluster with a control-plane Machine."""
+def setup(kube: KubeApi, kubeconfig: str, namespace: str, run: str, count: int) -> None:
+    """``count`` worker Machines, each on a kwok Node with 3 Pods, in a Cluster with a control-plane Machine.
+    The Cluster is self-hosted: its kubeconfig Secret points at the cluster of ``kubeconfig`` itself."""
     kube.create("/api/v1/namespaces", {"metadata": {"name": namespace}}, exists_ok=True)
+    secret = cluster_tool.kubeconfig_secret("lm-bench", namespace, cluster_tool.inline_kubeconfig(kubeconfig))
+    kube.create(f"/api/v1/namespaces/{namespace}/secrets", secret, exists_ok=True)
     cluster_tool.poll(lambda: kube.get(f"/api/v1/namespaces/{namespace}/serviceaccounts/default"), 60, "the namespace's default ServiceAccount")
     kube.create(f"/apis/{CAPI}/namespaces/{namespace}/clusters", {"apiVersion": CAPI, "kind": "Cluster", "metadata": {"name": "lm-bench"}}, exists_ok=True)
     kube.create(f"/apis/{CAPI}/namespaces/{namespace}/machines", machine("control-plane-0", run, control_plane=True), exists_ok=True)
@@ -123,7 +126,7 @@ def benchmark(kubeconfig: str, count: int, concurrency: int) -> int:
         for machines in (1, count):
             run = f"r{machines}-{suffix}"
             log(f"setting up {machines} Machine(s), {PODS_PER_MACHINE} Pods each ...")
-            setup(kube, namespace, run, machines)
+            setup(kube, kubeconfig, namespace, run, machines)
             wall, stdout = delete(kubeconfig, namespace, run, concurrency)
             if os.environ.get("LM_BENCH_VERBOSE"):
                 log(stdout[-2500:])

@@ -1,12 +1,19 @@
-"""Start and stop the local Kubernetes control plane used by tests and the demo.
+"""Start and stop the local Kubernetes control planes used by tests and the demo.
 
 Real upstream components, built from the Go module proxy by hack/build-tools.sh:
 etcd, kube-apiserver, kube-controller-manager, kube-scheduler (one multi-call
 binary, each component its own process) and kwok acting as the kubelet of
 simulated nodes (every Node annotated ``kwok.x-k8s.io/node: fake``).
 
-    python3 hack/cluster.py up [--dir .cluster]     start, write <dir>/kubeconfig
-    python3 hack/cluster.py down [--dir .cluster]   stop, leave no process behind
+Two control planes, as Cluster API lays them out: the management one (the
+Machines, their CRDs) in ``<dir>`` and a workload one (the Nodes, Pods,
+PodDisruptionBudgets, VolumeAttachments; no CRDs) in ``<dir>/workload``. A
+Machine reaches its workload cluster through the Secret ``<cluster>-kubeconfig``
+of its namespace (``kubeconfig_secret``, ``inline_kubeconfig``).
+
+    python3 hack/cluster.py up [--dir .cluster] [--no-workload]
+                                                    start both, write <dir>/kubeconfig and <dir>/workload/kubeconfig
+    python3 hack/cluster.py down [--dir .cluster]   stop both (the workload first), leave no process behind
     python3 hack/cluster.py status [--dir .cluster]
     python3 hack/cluster.py collections             print the ANSIBLE_COLLECTIONS_PATH root
 
@@ -27,6 +34,7 @@ import socket
 import ssl
 import subprocess
 import sys
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -76,6 +84,11 @@ AUDIT_POLICY = {
     ],
 }
 COMPONENTS = ["etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok"]
+# Where `up` (the CLI) puts the workload control plane, under the management one's directory.
+WORKLOAD_SUBDIR = "workload"
+# Cluster API's kubeconfig Secret: <cluster>-kubeconfig, key "value", this type and label.
+CAPI_SECRET_TYPE = "cluster.x-k8s.io/secret"
+CAPI_CLUSTER_LABEL = "cluster.x-k8s.io/cluster-name"
 
 
 def collections_root() -> Path:
@@ -171,10 +184,22 @@ def kubernetes_version() -> str:
     raise RuntimeError("k8s.io/kubernetes version not found in tools/controlplane/go.mod")
 
 
+_PORTS_HANDED_OUT: set[int] = set()
+_PORTS_LOCK = threading.Lock()
+
+
 def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+    """A loopback port free now, never one this process handed out before: the
+    ports of one control plane are only bound once all are picked, and several
+    control planes may start from one process (management, workload, extra ones)."""
+    with _PORTS_LOCK:
+        while True:
+            with socket.socket() as sock:
+                sock.bind(("127.0.0.1", 0))
+                port = sock.getsockname()[1]
+            if port not in _PORTS_HANDED_OUT:
+                _PORTS_HANDED_OUT.add(port)
+                return port
 
 
 def build_tools() -> Path:
@@ -278,22 +303,160 @@ def _openssl_keypair(state_dir: Path) -> None:
         subprocess.run(["openssl", "rsa", "-in", str(key), "-pubout", "-out", str(state_dir / "sa.pub")], check=True, capture_output=True)
 
 
-def _write_kubeconfig(path: Path, port: int, token: str, ca_file: Path | None) -> None:
-    cluster: dict = {"server": f"https://127.0.0.1:{port}"}
-    if ca_file and ca_file.exists():
-        cluster["certificate-authority-data"] = base64.b64encode(ca_file.read_bytes()).decode()
+def _kubeconfig(server: str, token: str, ca_data: str | None, user: str = "admin") -> dict:
+    """A self-contained kubeconfig: the CA inline (base64 PEM), a bearer token."""
+    cluster: dict = {"server": server}
+    if ca_data:
+        cluster["certificate-authority-data"] = ca_data
     else:
         cluster["insecure-skip-tls-verify"] = True
-    config = {
+    return {
         "apiVersion": "v1",
         "kind": "Config",
         "clusters": [{"name": "lifecycle-machine", "cluster": cluster}],
-        "users": [{"name": "admin", "user": {"token": token}}],
-        "contexts": [{"name": "lifecycle-machine", "context": {"cluster": "lifecycle-machine", "user": "admin"}}],
+        "users": [{"name": user, "user": {"token": token}}],
+        "contexts": [{"name": "lifecycle-machine", "context": {"cluster": "lifecycle-machine", "user": user}}],
         "current-context": "lifecycle-machine",
     }
-    path.write_text(json.dumps(config, indent=2))
+
+
+def _write_kubeconfig(path: Path, port: int, token: str, ca_file: Path | None) -> None:
+    ca_data = base64.b64encode(ca_file.read_bytes()).decode() if ca_file and ca_file.exists() else None
+    path.write_text(json.dumps(_kubeconfig(f"https://127.0.0.1:{port}", token, ca_data), indent=2))
     path.chmod(0o600)
+
+
+def _load_kubeconfig(path: Path) -> dict:
+    """A kubeconfig file: JSON (as written here), else YAML when PyYAML is there."""
+    text = Path(path).read_text()
+    try:
+        return json.loads(text)
+    except ValueError:
+        if yaml is None:
+            raise RuntimeError(f"{path} is not JSON, and PyYAML (for YAML kubeconfigs) is not installed") from None
+        return yaml.safe_load(text)
+
+
+# kubeconfig fields naming a file, and the inline field holding the same bytes (base64).
+_FILE_FIELDS = {
+    "clusters": (("cluster", "certificate-authority", "certificate-authority-data"),),
+    "users": (("user", "client-certificate", "client-certificate-data"), ("user", "client-key", "client-key-data")),
+}
+
+
+def inline_kubeconfig(source: str | Path | dict) -> str:
+    """A self-contained kubeconfig (JSON text) for a control plane: what Cluster
+    API's ``<cluster>-kubeconfig`` Secret holds under ``value``.
+
+    ``source`` is a state directory of this script (its ``kubeconfig``), a
+    kubeconfig file (its CA, client certificate, key and token files are read
+    in: ``certificate-authority`` becomes ``certificate-authority-data``, and so
+    on; exec and auth-provider plugins are kept as they are), or a state as
+    ``up`` returns it or ``state_from_kubeconfig`` reads it (server, token, CA).
+    """
+    if isinstance(source, dict):
+        server, ca_data = _server_and_ca(source)
+        return json.dumps(_kubeconfig(server, source.get("token") or ADMIN_TOKEN, ca_data), indent=2)
+    path = Path(source)
+    if path.is_dir():
+        path = path / "kubeconfig"
+    config = _load_kubeconfig(path)
+    base = path.resolve().parent
+    for section, fields in _FILE_FIELDS.items():
+        for entry in config.get(section) or []:
+            for key, file_field, data_field in fields:
+                settings = entry.get(key) or {}
+                if settings.get(file_field):
+                    settings[data_field] = base64.b64encode((base / Path(settings.pop(file_field)).expanduser()).read_bytes()).decode()
+    for entry in config.get("users") or []:
+        user = entry.get("user") or {}
+        if user.get("tokenFile"):
+            user["token"] = (base / Path(user.pop("tokenFile")).expanduser()).read_text().strip()
+    return json.dumps(config, indent=2)
+
+
+def _server_and_ca(state: dict) -> tuple[str, str | None]:
+    """The server of a state, and its CA (base64 PEM): read by ``state_from_kubeconfig``,
+    or from the state directory ``up`` records."""
+    server = state.get("server") or f"https://127.0.0.1:{state['apiserver_port']}"
+    ca_data = state.get("ca_data")
+    if not ca_data and state.get("state_dir"):
+        ca_file = Path(state["state_dir"]) / "certs" / "apiserver.crt"
+        ca_data = base64.b64encode(ca_file.read_bytes()).decode() if ca_file.exists() else None
+    return server, ca_data
+
+
+def kubeconfig_secret(cluster_name: str, namespace: str, kubeconfig_text: str | bytes) -> dict:
+    """The Secret through which Cluster API reaches a cluster's workload API
+    server, as Cluster API writes it: ``<cluster>-kubeconfig`` in the Machines'
+    namespace, labelled with the cluster's name, of type ``cluster.x-k8s.io/secret``,
+    the kubeconfig under ``data.value``. (Cluster API also makes the control
+    plane object its owner; that is left out here, as an owner that does not
+    exist would have the garbage collector delete the Secret.)"""
+    raw = kubeconfig_text.encode() if isinstance(kubeconfig_text, str) else bytes(kubeconfig_text)
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {"name": f"{cluster_name}-kubeconfig", "namespace": namespace, "labels": {CAPI_CLUSTER_LABEL: cluster_name}},
+        "type": CAPI_SECRET_TYPE,
+        "data": {"value": base64.b64encode(raw).decode()},
+    }
+
+
+def _as_state(source: str | Path | dict) -> dict:
+    """A state (server, token, CA) from a state, a state directory or a kubeconfig file."""
+    if isinstance(source, dict):
+        return source
+    path = Path(source)
+    return state_from_kubeconfig(path / "kubeconfig" if path.is_dir() else path)
+
+
+def service_account_kubeconfig(
+    source: str | Path | dict, sa_name: str, namespace: str = "kube-system", expiration_seconds: int = 3600, timeout: float = 30
+) -> str:
+    """A self-contained kubeconfig for the control plane of ``source`` (a state,
+    state directory or kubeconfig of this script) that authenticates as the
+    ServiceAccount ``namespace/sa_name`` instead of the static admin token: the
+    ServiceAccount is created and bound to cluster-admin (ClusterRoleBinding
+    ``lm-<namespace>-<sa_name>``), a token is asked of the TokenRequest API
+    (``expiration_seconds``), and the kubeconfig is returned once the token is
+    accepted. The token is bound to the ServiceAccount: deleting it makes the
+    API server answer 401 to that token (a rotated kubeconfig, in a test), but
+    only once its cache of successful authentications lets go, 10 s later."""
+    state = _as_state(source)
+    objects = (
+        ("POST", "/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}}),
+        ("POST", f"/api/v1/namespaces/{namespace}/serviceaccounts", {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": sa_name}}),
+        (
+            "POST",
+            "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings",
+            {
+                "apiVersion": "rbac.authorization.k8s.io/v1",
+                "kind": "ClusterRoleBinding",
+                "metadata": {"name": f"lm-{namespace}-{sa_name}"},
+                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "cluster-admin"},
+                "subjects": [{"kind": "ServiceAccount", "name": sa_name, "namespace": namespace}],
+            },
+        ),
+    )
+    for method, path, body in objects:  # 409: there already
+        status, answer = _api(state, method, path, body)
+        if status not in (200, 201, 409):
+            raise RuntimeError(f"{method} {path}: HTTP {status} {answer.get('message')}")
+    request = {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": {"expirationSeconds": int(expiration_seconds)}}
+    status, answer = _api(state, "POST", f"/api/v1/namespaces/{namespace}/serviceaccounts/{sa_name}/token", request)
+    if status != 201:
+        raise RuntimeError(f"TokenRequest for {namespace}/{sa_name}: HTTP {status} {answer.get('message')}")
+    token = answer["status"]["token"]
+    as_sa = {**state, "token": token}
+
+    def accepted() -> bool | str:
+        status = _api(as_sa, "GET", "/api/v1/namespaces/kube-system")[0]
+        return status == 200 or f"HTTP {status}"
+
+    _wait(accepted, timeout, f"the token of ServiceAccount {namespace}/{sa_name} to be accepted")
+    server, ca_data = _server_and_ca(state)
+    return json.dumps(_kubeconfig(server, token, ca_data, user=f"{namespace}-{sa_name}"), indent=2)
 
 
 def _start(name: str, argv: list[str], state_dir: Path) -> int:
@@ -352,9 +515,13 @@ CAPI_CRDS = ("machines", "clusters", "machinedrainrules")
 
 
 def state_from_kubeconfig(kubeconfig: Path) -> dict:
-    """Server and token of a kubeconfig written by this script (JSON)."""
+    """Server, token and CA (``ca_data``, when inline) of a kubeconfig written by this script (JSON)."""
     config = json.loads(Path(kubeconfig).read_text())
-    return {"server": config["clusters"][0]["cluster"]["server"], "token": config["users"][0]["user"]["token"]}
+    cluster = config["clusters"][0]["cluster"]
+    state = {"server": cluster["server"], "token": config["users"][0]["user"]["token"]}
+    if cluster.get("certificate-authority-data"):
+        state["ca_data"] = cluster["certificate-authority-data"]
+    return state
 
 
 def set_capi_generation(state: dict, generation: str, timeout: float = 60) -> None:
@@ -397,12 +564,19 @@ def set_capi_generation(state: dict, generation: str, timeout: float = 60) -> No
     _wait(settled, timeout, f"Cluster API {generation} to be served")
 
 
-def up(state_dir: Path, quiet: bool = False) -> dict:
-    """Start every component; return the state (ports, pids, paths)."""
-    state_dir = state_dir.resolve()
+def up(state_dir: Path, quiet: bool = False, workload: bool = False) -> dict:
+    """Start every component; return the state (ports, pids, paths).
+
+    ``workload=True`` starts a workload cluster's control plane: the same
+    components, but no CRDs (Machines live in the management cluster). Every
+    port is picked free, so any number of control planes run side by side.
+    A control plane already running in ``state_dir`` is kept; otherwise the
+    directory is cleared, after stopping what runs from below it."""
+    state_dir = Path(state_dir).resolve()
+    what = "workload control plane" if workload else "control plane"
     if is_running(state_dir):
         if not quiet:
-            print(f"control plane already running; kubeconfig: {state_dir / 'kubeconfig'}")
+            print(f"{what} already running; kubeconfig: {state_dir / 'kubeconfig'}")
         return _read_state(state_dir)
     down(state_dir)
     started = time.monotonic()
@@ -415,11 +589,17 @@ def up(state_dir: Path, quiet: bool = False) -> dict:
     (state_dir / "audit-policy.json").write_text(json.dumps(AUDIT_POLICY))
     state: dict = {
         "bin_dir": str(bin_dir),
+        "state_dir": str(state_dir),
+        "workload": workload,
         "etcd_port": _free_port(),
         "etcd_peer_port": _free_port(),
         "apiserver_port": _free_port(),
+        "kcm_port": _free_port(),
+        "scheduler_port": _free_port(),
+        "kwok_port": _free_port(),
         "pids": {},
     }
+    state["server"] = f"https://127.0.0.1:{state['apiserver_port']}"
     state["pids"]["etcd"] = _start(
         "etcd",
         [
@@ -491,7 +671,7 @@ def up(state_dir: Path, quiet: bool = False) -> dict:
             "--use-service-account-credentials=false",
             "--leader-elect=false",
             "--bind-address=127.0.0.1",
-            f"--secure-port={_free_port()}",
+            f"--secure-port={state['kcm_port']}",
             f"--cluster-cidr={POD_CIDR}",
             "--concurrent-gc-syncs=5",
             "--v=0",
@@ -508,7 +688,7 @@ def up(state_dir: Path, quiet: bool = False) -> dict:
             "--authentication-skip-lookup=true",
             "--leader-elect=false",
             "--bind-address=127.0.0.1",
-            f"--secure-port={_free_port()}",
+            f"--secure-port={state['scheduler_port']}",
             "--v=0",
         ],
         state_dir,
@@ -523,13 +703,14 @@ def up(state_dir: Path, quiet: bool = False) -> dict:
             f"--cidr={POD_CIDR}",
             "--node-ip=127.0.0.2",
             "--node-lease-duration-seconds=40",
-            f"--server-address=127.0.0.1:{_free_port()}",
+            f"--server-address=127.0.0.1:{state['kwok_port']}",
             *[arg for stage in sorted(STAGES_DIR.glob("*.yaml")) for arg in ("-c", str(stage))],
         ],
         state_dir,
     )
     (state_dir / "state.json").write_text(json.dumps(state))
-    install_crds(state, bin_dir, kubeconfig)
+    if not workload:
+        install_crds(state, bin_dir, kubeconfig)
     _wait(
         lambda: _components_alive(state, state_dir) and _default_sa_ready(state),
         60,
@@ -542,7 +723,7 @@ def up(state_dir: Path, quiet: bool = False) -> dict:
     state["startup_seconds"] = round(time.monotonic() - started, 1)
     (state_dir / "state.json").write_text(json.dumps(state))
     if not quiet:
-        print(f"control plane up in {state['startup_seconds']} s; kubeconfig: {kubeconfig}")
+        print(f"{what} up in {state['startup_seconds']} s; kubeconfig: {kubeconfig}")
     return state
 
 
@@ -558,29 +739,42 @@ def _default_sa_ready(state: dict) -> bool | str:
     return status == 200 or f"HTTP {status}"
 
 
+def _nested_state_dirs(state_dir: Path) -> list[Path]:
+    """Control planes started from below ``state_dir`` (``<dir>/workload``)."""
+    if not state_dir.is_dir():
+        return []
+    return sorted(sub for sub in state_dir.iterdir() if sub.is_dir() and (sub / "state.json").exists())
+
+
 def down(state_dir: Path) -> None:
-    """Stop every component started from ``state_dir``; no process is left behind."""
+    """Stop every component started from ``state_dir``, after those of the
+    control planes below it (``<dir>/workload``); no process is left behind."""
+    state_dir = Path(state_dir)
+    for nested in _nested_state_dirs(state_dir):
+        down(nested)
     state = _read_state(state_dir)
     pids = state.get("pids") or {}
-    order = ["kwok", "kube-scheduler", "kube-controller-manager", "kube-apiserver", "etcd"]
-    for name in order:
-        pid = pids.get(name)
-        if pid and _pid_alive(pid):
+    # In stages, each waited for: an API server whose etcd went away in the same
+    # instant hangs in its shutdown until killed (some 15 s per control plane).
+    stages = (("kwok", "kube-scheduler", "kube-controller-manager"), ("kube-apiserver",), ("etcd",))
+    for stage in stages:
+        running = [pids[name] for name in stage if pids.get(name) and _pid_alive(pids[name])]
+        for pid in running:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(pid, signal.SIGTERM)
-    deadline = time.monotonic() + 15
-    for name in order:
-        pid = pids.get(name)
-        while pid and _pid_alive(pid) and time.monotonic() < deadline:
-            time.sleep(0.1)
-        if pid and _pid_alive(pid):
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(pid, signal.SIGKILL)
-    for name in order:
-        pid = pids.get(name)
-        if pid:
-            with contextlib.suppress(ChildProcessError):
-                os.waitpid(pid, os.WNOHANG)
+        deadline = time.monotonic() + 15
+        for pid in running:
+            while _pid_alive(pid) and time.monotonic() < deadline:
+                time.sleep(0.05)
+            if _pid_alive(pid):
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(pid, signal.SIGKILL)
+                killed = time.monotonic() + 5
+                while _pid_alive(pid) and time.monotonic() < killed:
+                    time.sleep(0.05)
+    for pid in pids.values():
+        with contextlib.suppress(ChildProcessError):
+            os.waitpid(pid, os.WNOHANG)
     if (state_dir / "state.json").exists():
         (state_dir / "state.json").unlink()
 
@@ -602,25 +796,19 @@ def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("command", choices=["up", "down", "status", "collections", "build", "memory", "capi-generation"])
     parser.add_argument("generation", nargs="?", choices=CAPI_GENERATIONS, help="for capi-generation: v1beta1 (only) or v1beta2 (and v1beta1)")
-    parser.add_argument("--dir", default=str(REPO / ".cluster"), help="state directory (kubeconfig, logs, etcd data)")
+    parser.add_argument("--dir", default=str(REPO / ".cluster"), help="state directory (kubeconfig, logs, etcd data); the workload's in <dir>/workload")
+    parser.add_argument("--no-workload", action="store_true", help="for up: the management control plane alone, no workload one")
     args = parser.parse_args(argv)
     state_dir = Path(args.dir).resolve()
+    workload_dir = state_dir / WORKLOAD_SUBDIR
     if args.command == "up":
-        try:
-            up(state_dir)
-        except (RuntimeError, subprocess.CalledProcessError) as exc:
-            print(f"control plane failed to start: {exc}", file=sys.stderr)
-            if isinstance(exc, subprocess.CalledProcessError) and exc.stderr:
-                print(exc.stderr if isinstance(exc.stderr, str) else exc.stderr.decode(errors="replace"), file=sys.stderr)
-            down(state_dir)
-            return 1
+        return _cli_up(state_dir, None if args.no_workload else workload_dir)
     elif args.command == "down":
+        down(workload_dir)  # the workload first (down(state_dir) would stop it too)
         down(state_dir)
-        print("control plane stopped")
+        print("control planes stopped (workload, management)")
     elif args.command == "status":
-        running = is_running(state_dir)
-        print("running" if running else "stopped")
-        return 0 if running else 1
+        return _cli_status(state_dir, workload_dir)
     elif args.command == "collections":
         print(collections_root())
     elif args.command == "build":
@@ -631,11 +819,55 @@ def main(argv: list[str]) -> int:
         set_capi_generation(_read_state(state_dir), args.generation)
         print(f"Cluster API served as {args.generation}")
     elif args.command == "memory":
-        memory = peak_memory_kib(state_dir)
-        for name, kib in memory.items():
-            print(f"{name}: {kib / 1024:.0f} MiB")
-        print(f"total: {sum(memory.values()) / 1024:.0f} MiB")
+        for label, directory in (("management", state_dir), ("workload", workload_dir)):
+            memory = peak_memory_kib(directory)
+            if not memory:
+                continue
+            print(f"{label} ({directory}):")
+            for name, kib in memory.items():
+                print(f"  {name}: {kib / 1024:.0f} MiB")
+            print(f"  total: {sum(memory.values()) / 1024:.0f} MiB")
     return 0
+
+
+def _cli_up(state_dir: Path, workload_dir: Path | None) -> int:
+    """`up`: the management control plane in ``state_dir``, then (unless
+    ``workload_dir`` is None) a workload one below it; started after the
+    management one, since starting that clears its directory. On a failure,
+    what this command started is stopped again."""
+    planes = [(state_dir, False)] + ([(workload_dir, True)] if workload_dir else [])
+    started: list[Path] = []
+    for directory, workload in planes:
+        was_running = is_running(directory)
+        try:
+            up(directory, workload=workload)
+        except (RuntimeError, subprocess.CalledProcessError) as exc:
+            print(f"{'workload ' if workload else ''}control plane failed to start: {exc}", file=sys.stderr)
+            if isinstance(exc, subprocess.CalledProcessError) and exc.stderr:
+                print(exc.stderr if isinstance(exc.stderr, str) else exc.stderr.decode(errors="replace"), file=sys.stderr)
+            for directory_started in [directory, *reversed(started)]:
+                down(directory_started)
+            return 1
+        if not was_running:
+            started.append(directory)
+    return 0
+
+
+def _cli_status(state_dir: Path, workload_dir: Path) -> int:
+    """`status`: one line per control plane; 0 when the management one runs and
+    the workload one runs too, or was never started (``up --no-workload``)."""
+    ok = True
+    for label, directory, required in (("management", state_dir, True), ("workload", workload_dir, False)):
+        state = _read_state(directory)
+        if not state:
+            print(f"{label}: {'stopped' if required else 'not running'} ({directory})")
+            ok = ok and not required
+            continue
+        running = is_running(directory)
+        ok = ok and running
+        server = state.get("server") or f"https://127.0.0.1:{state.get('apiserver_port')}"
+        print(f"{label}: {'running' if running else 'stopped'} ({server}, kubeconfig {directory / 'kubeconfig'})")
+    return 0 if ok else 1
 
 
 if __name__ == "__main__":

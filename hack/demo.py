@@ -115,6 +115,10 @@ def build(kube: KubeApi) -> None:
     for namespace in (NS, OCP_NS):
         if kube.get(f"/api/v1/namespaces/{namespace}") is None:
             kube.create("/api/v1/namespaces", {"metadata": {"name": namespace}})
+    # The Cluster "demo" is self-hosted: its kubeconfig Secret (Cluster API's way to its
+    # Nodes and Pods) points at this very cluster.
+    secret = cluster_tool.kubeconfig_secret("demo", NS, cluster_tool.inline_kubeconfig(KUBECONFIG))
+    kube.create(f"/api/v1/namespaces/{NS}/secrets", secret, exists_ok=True)
     for name in ("demo-cp-0", "demo-md-0-a", "demo-md-0-b", "ocp-worker-0"):
         if kube.get(f"/api/v1/nodes/{name}") is None:
             kube.create("/api/v1/nodes", node(name))

@@ -4,6 +4,14 @@ The control plane (etcd, kube-apiserver, kube-controller-manager,
 kube-scheduler, kwok) is started once per test session by ``hack/cluster.py``,
 unless ``LIFECYCLE_MACHINE_KUBECONFIG`` points at one that is already running
 (``make cluster-up`` writes ``.cluster/kubeconfig``; ``make test`` reuses it).
+
+Cluster API's layout has a second one: the workload cluster, holding the Nodes
+and Pods of the Machines of the management cluster above, reached through the
+Secret ``<cluster>-kubeconfig`` of the Machines' namespace. ``workload_kubeconfig``
+gives one (``LIFECYCLE_MACHINE_WORKLOAD_KUBECONFIG``, else ``.cluster/workload``,
+else a private one started on first use). Until a test says otherwise, every
+``namespace`` holds ``lm-test-kubeconfig`` pointing at the management cluster
+itself: a self-hosted cluster, as the tests' Machines have always assumed.
 """
 
 from __future__ import annotations
@@ -15,7 +23,7 @@ import os
 import subprocess
 import sys
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -30,38 +38,112 @@ COLLECTIONS_ROOT = cluster_tool.collections_root()
 cluster_tool.restore_sigint()
 sys.path.insert(0, str(COLLECTIONS_ROOT))
 
-from khelpers import OPENSHIFT_MACHINES, capi_machine, capi_path, fake_node, kill_tree, node_ready, openshift_machine, wait_for
+from khelpers import (
+    CAPI_CLUSTER,
+    OPENSHIFT_MACHINES,
+    capi_machine,
+    capi_path,
+    fake_node,
+    kill_tree,
+    node_ready,
+    openshift_machine,
+    put_kubeconfig_secret,
+    wait_for,
+)
 
 from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.client import KubeApi, api_from_kubeconfig
 
+SHARED_STATE_DIR = REPO / ".cluster"
 
-@pytest.fixture(scope="session")
-def kubeconfig() -> str:
-    """Path of an admin kubeconfig for a running control plane."""
-    given = os.environ.get("LIFECYCLE_MACHINE_KUBECONFIG")
+
+def private_control_planes() -> bool:
+    """Whether this session starts control planes of its own instead of using the
+    shared ones of ``make cluster-up``. LIFECYCLE_MACHINE_PRIVATE_CLUSTER=1 asks for
+    it, so that two sessions never switch Cluster API generations (or Nodes) under
+    each other; under pytest-xdist every worker starts its own, for the same reason."""
+    return bool(os.environ.get("LIFECYCLE_MACHINE_PRIVATE_CLUSTER") or os.environ.get("PYTEST_XDIST_WORKER"))
+
+
+def _control_plane(given: str, shared: Path, private: Path, workload: bool) -> Iterator[str]:
+    """The kubeconfig of a control plane: ``given`` if set; the shared one if it runs
+    and this session may use it; else one started in ``private`` and stopped when
+    the session ends, pass or fail (a failed start included)."""
     if given:
         yield given
         return
-    state_dir = REPO / ".cluster"
-    # LIFECYCLE_MACHINE_PRIVATE_CLUSTER=1 gives this session a control plane of its own,
-    # so that two sessions never switch Cluster API generations under each other.
-    # Under pytest-xdist every worker starts its own, for the same reason.
-    private = os.environ.get("LIFECYCLE_MACHINE_PRIVATE_CLUSTER") or os.environ.get("PYTEST_XDIST_WORKER")
-    if not private and cluster_tool.is_running(state_dir):
-        yield str(state_dir / "kubeconfig")
+    if not private_control_planes() and cluster_tool.is_running(shared):
+        yield str(shared / "kubeconfig")
         return
-    state_dir = REPO / ".tmp" / f"cluster-{os.getpid()}"
-    cluster_tool.up(state_dir, quiet=True)
     try:
-        yield str(state_dir / "kubeconfig")
+        cluster_tool.up(private, quiet=True, workload=workload)
+        yield str(private / "kubeconfig")
     finally:
-        cluster_tool.down(state_dir)
+        cluster_tool.down(private)
+
+
+@pytest.fixture(scope="session")
+def kubeconfig() -> Iterator[str]:
+    """Path of an admin kubeconfig for a running (management) control plane."""
+    private = REPO / ".tmp" / f"cluster-{os.getpid()}"
+    yield from _control_plane(os.environ.get("LIFECYCLE_MACHINE_KUBECONFIG", ""), SHARED_STATE_DIR, private, workload=False)
+
+
+@pytest.fixture(scope="session")
+def workload_kubeconfig() -> Iterator[str]:
+    """Path of an admin kubeconfig for a running workload control plane (no CRDs:
+    the Nodes, Pods and PodDisruptionBudgets of a Cluster API cluster):
+    ``LIFECYCLE_MACHINE_WORKLOAD_KUBECONFIG``; else ``.cluster/workload`` of
+    ``make cluster-up`` when it runs and the session is not private; else one of
+    this session's own, started on first use and stopped at its end."""
+    private = REPO / ".tmp" / f"cluster-{os.getpid()}-workload"
+    shared = SHARED_STATE_DIR / cluster_tool.WORKLOAD_SUBDIR
+    yield from _control_plane(os.environ.get("LIFECYCLE_MACHINE_WORKLOAD_KUBECONFIG", ""), shared, private, workload=True)
 
 
 @pytest.fixture(scope="session")
 def kube(kubeconfig: str) -> KubeApi:
     """An admin KubeApi (the collection's own thin REST layer)."""
     return api_from_kubeconfig(kubeconfig)
+
+
+@pytest.fixture(scope="session")
+def workload_kube(workload_kubeconfig: str) -> KubeApi:
+    """An admin KubeApi on the workload control plane."""
+    return api_from_kubeconfig(workload_kubeconfig)
+
+
+class WorkloadControlPlanes:
+    """Private workload control planes started on demand under ``.tmp/``; ``stop()`` stops them all."""
+
+    def __init__(self, prefix: str):
+        self.prefix = prefix
+        self.state_dirs: list[Path] = []
+
+    def start(self, count: int = 1) -> list[str]:
+        """Start ``count`` more; their kubeconfig paths."""
+        paths = []
+        for _index in range(count):
+            state_dir = REPO / ".tmp" / f"{self.prefix}-{len(self.state_dirs)}"
+            self.state_dirs.append(state_dir)  # before the start: a half-started one is stopped too
+            cluster_tool.up(state_dir, quiet=True, workload=True)
+            paths.append(str(state_dir / "kubeconfig"))
+        return paths
+
+    def stop(self) -> None:
+        for state_dir in reversed(self.state_dirs):
+            cluster_tool.down(state_dir)
+
+
+@pytest.fixture(scope="module")
+def extra_workload_clusters() -> Iterator[Callable[[int], list[str]]]:
+    """``extra_workload_clusters(n)``: start ``n`` more private workload control
+    planes (for a Machine per workload cluster, say); their kubeconfig paths.
+    Shared by the tests of one module, stopped after its last test, pass or fail."""
+    planes = WorkloadControlPlanes(f"cluster-{os.getpid()}-extra-{uuid.uuid4().hex[:6]}")
+    try:
+        yield planes.start
+    finally:
+        planes.stop()
 
 
 class CapiGeneration:
@@ -160,9 +242,9 @@ def capi_cluster(kube: KubeApi, flavour: str, make_machine) -> Callable[[str], s
         if flavour == "openshift":
             return "lm-test"
         # The finalizer keeps a Cluster marked for deletion in the API.
-        metadata = {"name": "lm-test", "finalizers": ["lifecycle.machine.dev/test"]}
+        metadata = {"name": CAPI_CLUSTER, "finalizers": ["lifecycle.machine.dev/test"]}
         kube.create(capi_path(flavour, "clusters", namespace), {"apiVersion": f"cluster.x-k8s.io/{flavour}", "kind": "Cluster", "metadata": metadata})
-        created.append(capi_path(flavour, "clusters", namespace, "lm-test"))
+        created.append(capi_path(flavour, "clusters", namespace, CAPI_CLUSTER))
         make_machine(namespace, name="control-plane-0", labels={"cluster.x-k8s.io/control-plane": ""})
         if deleting:
             kube.delete(created[-1])
@@ -172,18 +254,55 @@ def capi_cluster(kube: KubeApi, flavour: str, make_machine) -> Callable[[str], s
     _release_and_delete(kube, created)
 
 
+@pytest.fixture(scope="session")
+def self_hosted_kubeconfig(kubeconfig: str) -> str:
+    """The management cluster's own kubeconfig, self-contained (CA and token inline):
+    what the Secret ``lm-test-kubeconfig`` of every ``namespace`` holds."""
+    return cluster_tool.inline_kubeconfig(kubeconfig)
+
+
 @pytest.fixture
-def namespace(kube: KubeApi) -> str:
-    """A fresh namespace, deleted after the test (without waiting)."""
+def namespace(kube: KubeApi, self_hosted_kubeconfig: str) -> str:
+    """A fresh namespace, deleted after the test (without waiting).
+
+    It holds the Secret ``lm-test-kubeconfig`` (Cluster API's kubeconfig Secret of
+    the cluster ``lm-test`` of ``capi_machine``) pointing at the management cluster
+    itself, as a self-hosted management cluster has it: Cluster API Machines find
+    their Nodes where the tests create them. A test of a separate workload cluster
+    replaces it (``kubeconfig_secret``) or deletes it."""
     name = f"t-{uuid.uuid4().hex[:8]}"
     kube.create("/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
+    put_kubeconfig_secret(kube, name, CAPI_CLUSTER, self_hosted_kubeconfig)
     yield name
     kube.delete(f"/api/v1/namespaces/{name}")
 
 
+def _kubeconfig_text(kubeconfig_path_or_text: str | Path) -> str:
+    """A kubeconfig's self-contained text: a path (a Path, or a one-line string naming
+    an existing file) is read and its files inlined; anything else is kubeconfig text."""
+    if isinstance(kubeconfig_path_or_text, Path):
+        return cluster_tool.inline_kubeconfig(kubeconfig_path_or_text)
+    text = str(kubeconfig_path_or_text)
+    if "\n" not in text and not text.lstrip().startswith("{") and Path(text).expanduser().is_file():
+        return cluster_tool.inline_kubeconfig(Path(text).expanduser())
+    return text
+
+
 @pytest.fixture
-def make_node(kube: KubeApi) -> Callable[..., str]:
-    """Create kwok-managed Nodes, wait until Ready, delete them after the test."""
+def kubeconfig_secret(kube: KubeApi) -> Callable[[str, str, str | Path], dict]:
+    """``kubeconfig_secret(namespace, cluster_name, kubeconfig_path_or_text)``: create or
+    replace Cluster API's Secret ``<cluster_name>-kubeconfig`` in ``namespace`` of the
+    management cluster (``kube``), holding that kubeconfig (a path's files inlined);
+    the Secret as stored. It goes with its namespace."""
+
+    def _put(namespace: str, cluster_name: str, kubeconfig_path_or_text: str | Path) -> dict:
+        return put_kubeconfig_secret(kube, namespace, cluster_name, _kubeconfig_text(kubeconfig_path_or_text))
+
+    return _put
+
+
+def _node_maker(kube: KubeApi) -> Iterator[Callable[..., str]]:
+    """Create kwok-managed Nodes through ``kube``, wait until Ready, delete them afterwards."""
     created: list[str] = []
 
     def _make(name: str | None = None, labels: dict | None = None, wait_ready: bool = True) -> str:
@@ -197,6 +316,19 @@ def make_node(kube: KubeApi) -> Callable[..., str]:
     yield _make
     for node_name in created:
         kube.delete(f"/api/v1/nodes/{node_name}")
+
+
+@pytest.fixture
+def make_node(kube: KubeApi) -> Iterator[Callable[..., str]]:
+    """Create kwok-managed Nodes, wait until Ready, delete them after the test.
+    ``make_node(name=None, labels=None, wait_ready=True)``; the Node's name."""
+    yield from _node_maker(kube)
+
+
+@pytest.fixture
+def make_workload_node(workload_kube: KubeApi) -> Iterator[Callable[..., str]]:
+    """``make_node`` in the workload cluster (``workload_kube``)."""
+    yield from _node_maker(workload_kube)
 
 
 def ansible_env(kubeconfig: str) -> dict:

@@ -53,6 +53,32 @@ def drained_status(flavour: str) -> dict:
 OPENSHIFT_MACHINES = "/apis/machine.openshift.io/v1beta1/namespaces/{ns}/machines"
 
 
+# The Cluster API cluster of the tests' Machines (``capi_machine``'s default), whose
+# kubeconfig Secret (``lm-test-kubeconfig``) every ``namespace`` fixture holds.
+CAPI_CLUSTER = "lm-test"
+
+
+def put_kubeconfig_secret(kube: Any, namespace: str, cluster_name: str, kubeconfig_text: str | bytes) -> dict:
+    """Create, or replace, the Secret ``<cluster_name>-kubeconfig`` of ``namespace``
+    as Cluster API writes it (``cluster.kubeconfig_secret``), holding ``kubeconfig_text``;
+    the Secret as stored."""
+    body = cluster_tool.kubeconfig_secret(cluster_name, namespace, kubeconfig_text)
+    collection = f"/api/v1/namespaces/{namespace}/secrets"
+    existing = kube.get(f"{collection}/{body['metadata']['name']}")
+    if existing is None:
+        return kube.create(collection, body)
+    body["metadata"]["resourceVersion"] = existing["metadata"]["resourceVersion"]
+    return kube.replace(f"{collection}/{body['metadata']['name']}", body)
+
+
+def self_hosted_kubeconfig_secret(kube: Any, namespace: str, kubeconfig: str, cluster_name: str = CAPI_CLUSTER) -> dict:
+    """The kubeconfig Secret of a self-hosted cluster: ``<cluster_name>-kubeconfig`` in
+    ``namespace`` pointing at the cluster of ``kubeconfig`` itself (management and
+    workload cluster in one), for Cluster API Machines created in a namespace that
+    the ``namespace`` fixture did not make, or of another cluster name."""
+    return put_kubeconfig_secret(kube, namespace, cluster_name, cluster_tool.inline_kubeconfig(kubeconfig))
+
+
 def capi_path(version: str, plural: str, namespace: str, name: str | None = None) -> str:
     path = f"/apis/cluster.x-k8s.io/{version}/namespaces/{namespace}/{plural}"
     return f"{path}/{name}" if name else path
@@ -80,7 +106,7 @@ def capi_machine(
     name: str,
     version: str,
     *,
-    cluster: str = "lm-test",
+    cluster: str = CAPI_CLUSTER,
     node: str | None = None,
     labels: dict | None = None,
     annotations: dict | None = None,
