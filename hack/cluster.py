@@ -80,6 +80,8 @@ AUDIT_POLICY = {
             "resources": [{"group": "machine.openshift.io", "resources": ["machines"]}, {"group": "cluster.x-k8s.io", "resources": ["machines"]}],
         },
         {"level": "Metadata", "verbs": ["delete"], "resources": [{"group": "", "resources": ["pods", "nodes"]}]},
+        # Reads of Secrets (never their content), so a test can prove a workload cluster's kubeconfig Secret is read once.
+        {"level": "Metadata", "verbs": ["get"], "resources": [{"group": "", "resources": ["secrets"]}]},
         {"level": "None"},
     ],
 }
