@@ -90,6 +90,7 @@ bench: venv tools
 	$(BIN)/python benchmarks/drain_100.py
 	$(BIN)/python benchmarks/delete_machines.py
 	$(BIN)/python benchmarks/gate_latency.py
+	$(BIN)/python benchmarks/workload_split.py
 
 # Randomized delete_machine runs under API faults, kills and re-runs, each checked
 # against the safety invariants (docs/chaos.md), on a private control plane.

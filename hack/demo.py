@@ -4,14 +4,18 @@ Starts the control plane (unless `make cluster-up` already did), builds a
 small simulated cluster of both Machine flavours, puts a preDrain and a
 preTerminate hook on one Cluster API Machine, starts a small hook-implementing
 playbook beside it (hack/demo/hook_controller.yml) and deletes the Machine with
-the delete_machine role. A timeline read from the API shows each gate hold and
-release and the drain go batch by batch; then the OpenShift Machine is deleted
-with simulated provider tasks.
+the delete_machine role. The Cluster API Machines live in the management
+cluster and their Nodes and workloads in a workload cluster (a second control
+plane), reached through the Cluster's kubeconfig Secret; a Node of the same
+name in the management cluster, with a Pod of its own, is left alone. A
+timeline read from both API servers shows each gate hold and release and the
+drain go batch by batch; then the OpenShift Machine (Machine and Node in one
+cluster) is deleted with simulated provider tasks.
 
     python3 hack/demo.py [--keep]     --keep leaves the control plane running
 
-With LM_KUBECONFIG set to a kubeconfig, it runs against that cluster instead and
-starts and stops nothing; the cluster needs the CRDs of hack/crds and kwok
+With LM_KUBECONFIG set to a kubeconfig, it runs against that cluster instead (as a
+self-hosted cluster: Machines and Nodes in it) and starts and stops nothing; the cluster needs the CRDs of hack/crds and kwok
 managing Nodes annotated kwok.x-k8s.io/node=fake (docs/own_cluster.md).
 """
 
@@ -45,6 +49,9 @@ START = time.monotonic()
 # LM_KUBECONFIG names a cluster of the user's.
 OWN_KUBECONFIG = os.environ.get("LM_KUBECONFIG", "")
 KUBECONFIG = Path(OWN_KUBECONFIG).expanduser().resolve() if OWN_KUBECONFIG else REPO / ".cluster" / "kubeconfig"
+# Where the Cluster API Machines' Nodes and workloads are: the local workload control plane,
+# or (LM_KUBECONFIG) the same cluster.
+WORKLOAD_KUBECONFIG = KUBECONFIG if OWN_KUBECONFIG else REPO / ".cluster" / cluster_tool.WORKLOAD_SUBDIR / "kubeconfig"
 # What the demo creates, by API: the CRDs of hack/crds provide all but the core ones.
 NEEDED = {
     "cluster.x-k8s.io/v1beta2": ("machines", "machinedrainrules", "clusters"),
@@ -107,21 +114,28 @@ def check_own_cluster(kube: KubeApi) -> None:
         raise SystemExit(f"{KUBECONFIG}: the cluster does not serve {', '.join(missing)}; apply the CRDs of hack/crds (docs/own_cluster.md)")
 
 
-def build(kube: KubeApi) -> None:
+def build(kube: KubeApi, work: KubeApi) -> None:
+    """The Machines, their Cluster, Secret and MachineDrainRule in ``kube`` (the management
+    cluster); the Cluster API Nodes and the workloads in ``work`` (the workload cluster)."""
     if OWN_KUBECONFIG:
         check_own_cluster(kube)
     else:
         cluster_tool.set_capi_generation(cluster_tool.state_from_kubeconfig(KUBECONFIG), "v1beta2")
-    for namespace in (NS, OCP_NS):
-        if kube.get(f"/api/v1/namespaces/{namespace}") is None:
-            kube.create("/api/v1/namespaces", {"metadata": {"name": namespace}})
-    # The Cluster "demo" is self-hosted: its kubeconfig Secret (Cluster API's way to its
-    # Nodes and Pods) points at this very cluster.
-    secret = cluster_tool.kubeconfig_secret("demo", NS, cluster_tool.inline_kubeconfig(KUBECONFIG))
+    for api, namespace in ((kube, NS), (kube, OCP_NS), (work, NS)):
+        if api.get(f"/api/v1/namespaces/{namespace}") is None:
+            api.create("/api/v1/namespaces", {"metadata": {"name": namespace}})
+    # The Cluster "demo"'s kubeconfig Secret: Cluster API's way to its Nodes and Pods,
+    # in the workload cluster (or, with LM_KUBECONFIG, this very cluster: self-hosted).
+    secret = cluster_tool.kubeconfig_secret("demo", NS, cluster_tool.inline_kubeconfig(WORKLOAD_KUBECONFIG))
     kube.create(f"/api/v1/namespaces/{NS}/secrets", secret, exists_ok=True)
-    for name in ("demo-cp-0", "demo-md-0-a", "demo-md-0-b", "ocp-worker-0"):
-        if kube.get(f"/api/v1/nodes/{name}") is None:
-            kube.create("/api/v1/nodes", node(name))
+    for api, name in ((work, "demo-cp-0"), (work, "demo-md-0-a"), (work, "demo-md-0-b"), (kube, "ocp-worker-0")):
+        if api.get(f"/api/v1/nodes/{name}") is None:
+            api.create("/api/v1/nodes", node(name))
+    if work is not kube:
+        # A Node of the victim's name in the management cluster, with a Pod of its own: another machine's.
+        kube.create("/api/v1/nodes", {**node(VICTIM), "metadata": {**node(VICTIM)["metadata"], "labels": {"pool": "decoy"}}})
+        decoy = {"metadata": {"name": "bystander"}, "spec": {"nodeName": VICTIM, "containers": [{"name": "b", "image": "registry.invalid/b:1"}]}}
+        kube.create(f"/api/v1/namespaces/{NS}/pods", decoy)
     base = f"/apis/cluster.x-k8s.io/v1beta2/namespaces/{NS}"
     kube.create(f"{base}/clusters", {"apiVersion": CAPI, "kind": "Cluster", "metadata": {"name": "demo"}})
     hooks = {
@@ -150,14 +164,14 @@ def build(kube: KubeApi) -> None:
     kube.create(f"/api/v1/namespaces/{OCP_NS}/configmaps", {"metadata": {"name": "instance-ocp-worker-0"}, "data": {"state": "running"}})
 
     apps = f"/apis/apps/v1/namespaces/{NS}"
-    kube.create(f"{apps}/deployments", workload("web", 4, {}, VICTIM))
-    kube.create(
+    work.create(f"{apps}/deployments", workload("web", 4, {}, VICTIM))
+    work.create(
         f"/apis/policy/v1/namespaces/{NS}/poddisruptionbudgets",
         {"metadata": {"name": "web"}, "spec": {"minAvailable": 3, "selector": {"matchLabels": {"app": "web"}}}},
     )
-    kube.create(f"{apps}/deployments", workload("storage", 1, {"role": "storage"}, VICTIM))
-    kube.create(f"{apps}/deployments", workload("monitoring", 1, {"cluster.x-k8s.io/drain": "skip"}, VICTIM))
-    kube.create(
+    work.create(f"{apps}/deployments", workload("storage", 1, {"role": "storage"}, VICTIM))
+    work.create(f"{apps}/deployments", workload("monitoring", 1, {"cluster.x-k8s.io/drain": "skip"}, VICTIM))
+    work.create(
         f"{apps}/daemonsets",
         {
             "metadata": {"name": "node-agent"},
@@ -196,11 +210,12 @@ def wait_ready(kube: KubeApi) -> None:
 
 
 class Timeline(threading.Thread):
-    """Prints what happens to the victim Machine, its Node's pods and its infrastructure."""
+    """Prints what happens to the victim Machine and its infrastructure (management
+    cluster), and to its Node and the Node's pods (workload cluster)."""
 
-    def __init__(self, kube: KubeApi, path: str, node_name: str, infra: list[str]):
+    def __init__(self, kube: KubeApi, work: KubeApi, path: str, node_name: str, infra: list[str]):
         super().__init__(daemon=True)
-        self.kube, self.path, self.node, self.infra = kube, path, node_name, infra
+        self.kube, self.work, self.path, self.node, self.infra = kube, work, path, node_name, infra
         self.stop = threading.Event()
         self.conditions: dict = {}
         self.pods: dict = {}
@@ -211,8 +226,8 @@ class Timeline(threading.Thread):
         while not self.stop.is_set():
             self.machine_changes()
             self.pod_changes()
-            for path in [*self.infra, f"/api/v1/nodes/{self.node}"]:
-                if path not in self.gone and self.kube.get(path) is None:
+            for api, path in [*((self.kube, path) for path in self.infra), (self.work, f"/api/v1/nodes/{self.node}")]:
+                if path not in self.gone and api.get(path) is None:
                     self.gone.add(path)
                     say(f"{path.split('/')[-2][:-1]} {path.rsplit('/', 1)[1]} deleted")
             time.sleep(0.3)
@@ -236,7 +251,7 @@ class Timeline(threading.Thread):
             say(f"hooks on the Machine: {', '.join(hooks) or 'none'}")
 
     def pod_changes(self) -> None:
-        current = {f"{p['metadata']['namespace']}/{p['metadata']['name']}": p for p in pods_on(self.kube, self.node)}
+        current = {f"{p['metadata']['namespace']}/{p['metadata']['name']}": p for p in pods_on(self.work, self.node)}
         for key, pod in current.items():
             if pod["metadata"].get("deletionTimestamp") and self.pods.get(key) != "terminating":
                 self.pods[key] = "terminating"
@@ -278,10 +293,27 @@ def start_cluster(state_dir: Path) -> bool:
     if OWN_KUBECONFIG:
         say(f"using the cluster of LM_KUBECONFIG={KUBECONFIG}; nothing is started or stopped")
         return False
-    started_here = not cluster_tool.is_running(state_dir)
-    say("starting the local control plane (etcd, kube-apiserver, controllers, scheduler, kwok)" if started_here else "using the running control plane")
-    cluster_tool.up(state_dir, quiet=True)
+    workload_dir = state_dir / cluster_tool.WORKLOAD_SUBDIR
+    started_here = not (cluster_tool.is_running(state_dir) and cluster_tool.is_running(workload_dir))
+    say("starting the management and workload control planes" if started_here else "using the running control planes")
+    if not cluster_tool.is_running(state_dir):
+        cluster_tool.up(state_dir, quiet=True)
+    cluster_tool.up(workload_dir, quiet=True, workload=True)
     return started_here
+
+
+def explain_split() -> None:
+    say(f"the Cluster API Machines are in the management cluster ({KUBECONFIG}); their Nodes and workloads in the")
+    say(f"workload cluster ({WORKLOAD_KUBECONFIG}), reached through the Secret {NS}/demo-kubeconfig;")
+    say(f"the management cluster has a Node {VICTIM} too, with the Pod bystander: another machine's, left alone")
+
+
+def decoy_untouched(kube: KubeApi) -> bool:
+    """The management cluster's Node of the victim's name, and its Pod, as they were."""
+    decoy = kube.get(f"/api/v1/namespaces/{NS}/pods/bystander")
+    untouched = kube.get(f"/api/v1/nodes/{VICTIM}") is not None and decoy is not None and not decoy["metadata"].get("deletionTimestamp")
+    say(f"management cluster: Node {VICTIM} and Pod bystander {'untouched' if untouched else 'TOUCHED'}")
+    return untouched
 
 
 def main(argv: list[str]) -> int:
@@ -291,14 +323,17 @@ def main(argv: list[str]) -> int:
     state_dir = REPO / ".cluster"
     started_here = start_cluster(state_dir)
     kube = api_from_kubeconfig(str(KUBECONFIG))
+    work = kube if OWN_KUBECONFIG else api_from_kubeconfig(str(WORKLOAD_KUBECONFIG))
     try:
         if kube.get(f"/api/v1/namespaces/{NS}") is not None:
             again = f"delete the namespaces {NS} and {OCP_NS} and the Nodes demo-*" if OWN_KUBECONFIG else "`make cluster-down`"
             raise SystemExit(f"the demo already ran on this cluster: {again} and run it again")
         say("building a simulated cluster: 3 Cluster API Machines (v1beta2), 1 OpenShift Machine, kwok Nodes, workloads")
-        build(kube)
-        wait_ready(kube)
-        say(f"on Node {VICTIM}: " + ", ".join(sorted(p["metadata"]["name"].rsplit("-", 2)[0] for p in pods_on(kube, VICTIM))))
+        build(kube, work)
+        wait_ready(work)
+        if work is not kube:
+            explain_split()
+        say(f"on Node {VICTIM}: " + ", ".join(sorted(p["metadata"]["name"].rsplit("-", 2)[0] for p in pods_on(work, VICTIM))))
         say("web (4 replicas) has a PodDisruptionBudget minAvailable 3: one eviction at a time, the 429s are retried;")
         say("storage is ordered last by MachineDrainRule storage-last (order 100);")
         say("monitoring carries cluster.x-k8s.io/drain=skip; node-agent is a DaemonSet")
@@ -307,7 +342,7 @@ def main(argv: list[str]) -> int:
             f"/apis/infrastructure.cluster.x-k8s.io/v1beta1/namespaces/{NS}/fakemachines/{VICTIM}",
             f"/apis/bootstrap.cluster.x-k8s.io/v1beta1/namespaces/{NS}/fakebootstrapconfigs/{VICTIM}",
         ]
-        timeline = Timeline(kube, machine_path, VICTIM, infra)
+        timeline = Timeline(kube, work, machine_path, VICTIM, infra)
         timeline.start()
         controller = playbook("hack/demo/hook_controller.yml", {"demo_machine": VICTIM, "demo_namespace": NS}, "[hook-controller]")
         time.sleep(1)
@@ -321,6 +356,8 @@ def main(argv: list[str]) -> int:
             say("the deletion failed")
             return 1
         say(f"Machine {VICTIM} is deleted; web is back to 4 replicas on the other Nodes behind its budget")
+        if work is not kube and not decoy_untouched(kube):
+            return 1
 
         say("deleting OpenShift Machine openshift-machine-api/ocp-worker-0; its instance is terminated by provider tasks")
         ocp = playbook(
@@ -340,7 +377,7 @@ def main(argv: list[str]) -> int:
     finally:
         if started_here and not args.keep:
             cluster_tool.down(state_dir)
-            say("control plane stopped")
+            say("control planes stopped")
 
 
 if __name__ == "__main__":
