@@ -198,11 +198,18 @@ def test_delete_machine_job_template(*, flavour, kube, victim, awx_credential, a
     assert_successful(job.launch(typed))
     assert_all_gone(kube, v)
 
+    # The Machine side acts as the job's credential; the Node side of a Cluster API Machine as the
+    # identity in its workload cluster's kubeconfig Secret (here the self-hosted cluster's admin),
+    # which the job's credential reads.
+    node_side = SA_USER if flavour == "openshift" else "admin"
     node_deletions = [e for e in audit_events(resource="nodes", verb="delete") if e["objectRef"].get("name") == v.node]
-    assert {e["user"]["username"] for e in node_deletions} == {SA_USER}
+    assert {e["user"]["username"] for e in node_deletions} == {node_side}
     evictions = [e for e in audit_events(namespace=v.namespace, subresource="eviction") if (e.get("responseStatus") or {}).get("code") in (200, 201)]
     assert len(evictions) == 2
-    assert {e["user"]["username"] for e in evictions} == {SA_USER}
+    assert {e["user"]["username"] for e in evictions} == {node_side}
+    if flavour != "openshift":
+        secret_reads = audit_events(namespace=v.namespace, resource="secrets", verb="get")
+        assert {e["user"]["username"] for e in secret_reads if e["objectRef"].get("name") == "lm-test-kubeconfig"} == {SA_USER}
     refused = [
         f"{e['verb']} {e['requestURI']}" for e in audit_events() if e["user"]["username"] == SA_USER and (e.get("responseStatus") or {}).get("code") == 403
     ]

@@ -66,7 +66,8 @@ def test_the_role_holds_at_a_gate_for_many_rounds_then_deletes_the_machine(flavo
     assert code == 0, output[-4000:]
     assert "RecursionError" not in output
     assert seen[:ROUNDS] == list(range(1, ROUNDS + 1)), "one line per round, in order"
-    assert f"{v.namespace}/{v.name}: in progress" in output
+    workload = "" if flavour == "openshift" else " (workload cluster lm-test)"
+    assert f"{v.namespace}/{v.name}{workload}: in progress" in output
     assert_all_gone(kube, v)
 
 

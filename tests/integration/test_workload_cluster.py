@@ -407,7 +407,12 @@ def _result(proc: subprocess.Popen, timeout: float = 300) -> dict:
 
 
 def _condition_naming(machine: dict, text: str) -> str | None:
-    return next((c["message"] for c in (machine.get("status") or {}).get("conditions") or [] if text in str(c.get("message"))), None)
+    """The message of a condition that says ``text``: as upstream, a v1beta2 Machine's
+    Deleting condition says only that the drain failed, and the error goes to its
+    v1beta1 DrainingSucceeded condition (kept under status.deprecated.v1beta1)."""
+    status = machine.get("status") or {}
+    conditions = [*(status.get("conditions") or []), *(((status.get("deprecated") or {}).get("v1beta1") or {}).get("conditions") or [])]
+    return next((c["message"] for c in conditions if text in str(c.get("message"))), None)
 
 
 def test_a_workload_cluster_down_for_part_of_the_run_is_waited_for(split, kubeconfig, kubeconfig_secret, workload_fault_proxy) -> None:
