@@ -91,7 +91,7 @@ def test_the_templates_that_reach_nodes_say_how_the_workload_clusters_are_reache
     if reaches_nodes:
         assert asked >= WORKLOAD_SURVEY and inputs >= WORKLOAD_SURVEY | WORKLOAD_EXTRA_VARS
         assert _playbook_inputs(playbook)["workload_cluster"] == {}
-        assert "tasks/workload_cluster.yml" in playbook.read_text(), "the playbook checks the combination before anything"
+        assert "vars/workload_cluster.yml" in playbook.read_text(), "the playbook checks the combination before anything"
         assert "{{ workload_cluster_option }}" in playbook.read_text(), "the playbook passes the option on"
     else:
         assert not (asked | inputs) & (WORKLOAD_SURVEY | WORKLOAD_EXTRA_VARS)

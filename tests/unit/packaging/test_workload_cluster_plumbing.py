@@ -1,7 +1,8 @@
 """The workload_cluster option of machine_drain / machine_terminate / machine_delete reaches them from every
 role and playbook that drains or deletes Machines: the delete_machine role's delete_machine_workload_cluster,
 the playbooks' workload_cluster_source / workload_kubeconfig / workload_cluster, which
-playbooks/tasks/workload_cluster.yml checks (before anything is read or changed) and turns into the option.
+playbooks/vars/workload_cluster.yml checks (each playbook asserts it before anything is read or changed) and
+turns into the option.
 No cluster is needed: the checks fail before the first request, and the mapping is run on its own."""
 
 from __future__ import annotations
@@ -81,12 +82,16 @@ def test_the_role_variable_is_documented_and_defaults_to_the_secrets() -> None:
 
 
 PLAYBOOKS = {"delete_machine.yml": "role", "delete_machines.yml": "role", "drain_node.yml": "machine_drain"}
+# The check each of them runs first (on the variables of playbooks/vars/workload_cluster.yml).
+CHECK = {"that": "workload_cluster__errors | length == 0", "fail_msg": "{{ workload_cluster__errors | join('; ') }}; nothing was changed", "quiet": True}
 
 
 @pytest.mark.parametrize("name", sorted(PLAYBOOKS))
 def test_each_playbook_checks_the_variables_before_anything_and_passes_the_option_on(name: str) -> None:
+    (play,) = yaml.safe_load((REPO / "playbooks" / name).read_text())
+    assert play["vars_files"] == ["vars/workload_cluster.yml"]
     tasks = _tasks(REPO / "playbooks" / name)
-    check = next(i for i, t in enumerate(tasks) if "tasks/workload_cluster.yml" in json.dumps(t.get("ansible.builtin.include_tasks")))
+    (check,) = [i for i, t in enumerate(tasks) if t.get("ansible.builtin.assert") == CHECK]
     acting = [i for i, t in enumerate(tasks) if "ansible.builtin.include_role" in t or any(k.startswith("lifecycle.machine.") for k in t)]
     assert acting and check < min(acting), "the combination is checked before the first task that reads or changes anything"
     if PLAYBOOKS[name] == "role":
@@ -102,7 +107,7 @@ def test_teardown_cluster_reaches_no_node() -> None:
     assert "workload" not in text and not any(_module_args(t) for t in _tasks(REPO / "playbooks" / "teardown_cluster.yml"))
 
 
-# -- the checks and the mapping of playbooks/tasks/workload_cluster.yml, run on their own ---------------------
+# -- the checks and the mapping of playbooks/vars/workload_cluster.yml, run on their own ----------------------
 
 DEFAULTS = {"workload_cluster": {}, "workload_cluster_source": "secret", "workload_kubeconfig": "", "workload_kubeconfig_credential": ""}
 KUBECONFIG = "{kubeconfig}"  # replaced by a file the test writes
@@ -174,8 +179,8 @@ def _env() -> dict:
 
 @pytest.fixture(scope="module")
 def outcomes(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict, str]:
-    """Each case of CASES through the shared task file, in one ansible-playbook run: the option it sets, or the
-    message it fails with."""
+    """Each case of CASES through the playbooks' check and the option it passes on, in one ansible-playbook
+    run: the option, or the message the check fails with."""
     work = tmp_path_factory.mktemp("workload")
     kubeconfig = work / "workload.kubeconfig"
     kubeconfig.write_text("apiVersion: v1\nkind: Config\nclusters: []\n")
@@ -187,8 +192,7 @@ def outcomes(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict, str]:
                 {
                     "name": "Run one case",
                     "block": [
-                        {"name": "Forget the case before", "ansible.builtin.set_fact": {"workload_cluster_option": "unset"}},
-                        {"name": "Check and map", "ansible.builtin.include_tasks": str(REPO / "playbooks" / "tasks" / "workload_cluster.yml")},
+                        {"name": "Check as the playbooks do", "ansible.builtin.assert": CHECK},
                         {
                             "name": "Write the option",
                             "ansible.builtin.copy": {
@@ -220,7 +224,9 @@ def outcomes(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict, str]:
         }
         for case_id, (given, _expected) in CASES.items()
     ]
-    (work / "cases.yml").write_text(yaml.safe_dump([{"name": "Cases", "hosts": "localhost", "connection": "local", "gather_facts": False, "tasks": includes}]))
+    play = {"name": "Cases", "hosts": "localhost", "connection": "local", "gather_facts": False, "tasks": includes}
+    play["vars_files"] = [str(REPO / "playbooks" / "vars" / "workload_cluster.yml")]
+    (work / "cases.yml").write_text(yaml.safe_dump([play]))
     command = [str(BIN / "ansible-playbook"), "-i", "localhost,", "-e", f"ansible_python_interpreter={sys.executable}", str(work / "cases.yml")]
     ran = subprocess.run(command, capture_output=True, text=True, env=_env(), check=False, timeout=300)
     assert ran.returncode == 0, ran.stdout[-3000:] + ran.stderr[-3000:]
