@@ -18,6 +18,16 @@ description:
     C(machine_conditions), C(machine_labels), C(machine_annotations), ...), plus C(machine_connection), the name of the
     connection it came from, and C(machine_ref) (C(name), C(namespace), C(api_version), C(flavour)) - what the
     C(lifecycle.machine.delete_machine) role takes in C(delete_machine_machines).
+  - "For a Cluster API Machine, whose Node is in its workload cluster: C(machine_workload_cluster), the name of that
+    cluster (C(spec.clusterName), else the label C(cluster.x-k8s.io/cluster-name); null when the Machine has neither),
+    and C(machine_workload_kubeconfig_secret), whether the Secret C(<cluster>-kubeconfig) the modules read the workload
+    cluster's kubeconfig from (option O(lifecycle.machine.machine_delete#module:workload_cluster)) exists in the
+    Machine's namespace: V(true) or V(false), or null when it cannot be told. Both are null for OpenShift Machines,
+    whose Nodes are in the same cluster."
+  - The plugin reads only the clusters of its connections (the management clusters), never a workload cluster. It reads
+    each kubeconfig Secret once per workload cluster (one GET, whatever the number of its Machines), needs C(get) on
+    Secrets for it, and does not look inside the Secret. When that is forbidden (HTTP 403) the inventory is built all
+    the same, with C(machine_workload_kubeconfig_secret) null for those Machines and one warning naming the Secrets.
   - Tasks for a Machine run on the controller (C(ansible_connection=local), with the Python that runs Ansible).
   - "Groups: C(lm_machines) (every Machine), C(lm_openshift) and C(lm_clusterapi) (flavour), C(lm_cluster_<cluster>),
     C(lm_machineset_<name>) (OpenShift MachineSet or Cluster API MachineSet), C(lm_machinedeployment_<name>) (Cluster API),
@@ -134,6 +144,7 @@ import sys
 
 from ansible.errors import AnsibleFileNotFound, AnsibleParserError
 from ansible.plugins.inventory import BaseInventoryPlugin, Cacheable, Constructable
+from ansible.utils.display import Display
 
 try:
     from ansible_collections.lifecycle.machine.plugins.module_utils._errors import MachineError
@@ -141,8 +152,10 @@ try:
     from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.client import api_from_options
     from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.errors import ApiError, ConfigError
     from ansible_collections.lifecycle.machine.plugins.module_utils._machine.api import list_machines, namespace_missing
-    from ansible_collections.lifecycle.machine.plugins.module_utils._machine.flavour import OPENSHIFT
+    from ansible_collections.lifecycle.machine.plugins.module_utils._machine.flavour import OPENSHIFT, flavour_for
     from ansible_collections.lifecycle.machine.plugins.module_utils._options.logic import namespace_error, unknown_keys
+    from ansible_collections.lifecycle.machine.plugins.module_utils._workload.api import secret_path
+    from ansible_collections.lifecycle.machine.plugins.module_utils._workload.logic import secret_name
 
     IMPORT_ERROR = None
 except ImportError as exc:  # the kubernetes client or kubernetes.core missing
@@ -154,6 +167,8 @@ IMPERSONATION = ("impersonate_user", "impersonate_groups")
 # Ansible checks neither the keys of a connection nor their aliases (documented above): done here.
 ALIASES = {"verify_ssl": "validate_certs", "ssl_ca_cert": "ca_cert", "cert_file": "client_cert", "key_file": "client_key"}
 CONNECTION_KEYS = ("name", *AUTH_OPTIONS, *IMPERSONATION, "namespaces", "label_selectors", "api_version", *ALIASES)
+display = Display()
+
 # Labels that name a Machine's MachineSet and MachineDeployment.
 MACHINESET_LABELS = ("machine.openshift.io/cluster-api-machineset", "cluster.x-k8s.io/set-name")
 MACHINEDEPLOYMENT_LABEL = "cluster.x-k8s.io/deployment-name"
@@ -186,6 +201,28 @@ def host_groups(info: dict, connection: str) -> list[str]:
     if info.get("deleting"):
         groups.append("lm_deleting")
     return groups
+
+
+def workload_cluster(machine: dict) -> str | None:
+    """The workload cluster of a Cluster API Machine (where its Node is): spec.clusterName, else the
+    cluster-name label; None for an OpenShift Machine, whose Node is beside it, or when neither is set."""
+    flavour = flavour_for(machine)
+    return (flavour.cluster_name(machine) or None) if flavour.split_clusters else None
+
+
+def kubeconfig_secrets(api, clusters: set[tuple[str, str]], forbidden: list[str]) -> dict[tuple[str, str], bool | None]:
+    """Whether the Secret ``<cluster>-kubeconfig`` exists, for each (namespace, cluster): one GET per cluster,
+    whatever the number of its Machines. None when the GET is forbidden; the Secret is added to ``forbidden``."""
+    found: dict[tuple[str, str], bool | None] = {}
+    for namespace, cluster in sorted(clusters):
+        try:
+            found[(namespace, cluster)] = api.get(secret_path(namespace, cluster)) is not None
+        except ApiError as exc:
+            if exc.status != 403:
+                raise MachineError(f"cannot tell whether the Secret {namespace}/{secret_name(cluster)} exists: {exc}") from None
+            found[(namespace, cluster)] = None
+            forbidden.append(f"{namespace}/{secret_name(cluster)}")
+    return found
 
 
 def connection_name(connection: dict) -> str:
@@ -238,8 +275,10 @@ class InventoryModule(BaseInventoryPlugin, Constructable, Cacheable):
             raise AnsibleParserError(f"lifecycle.machine.machines: {'; '.join(errors)}")
 
     def read_machines(self) -> list[tuple[str, dict]]:
-        """(connection name, machine_info view) of every Machine of every connection."""
+        """(connection name, machine_info view) of every Machine of every connection, with its workload
+        cluster and whether that cluster's kubeconfig Secret exists (``workload_cluster``, ``workload_kubeconfig_secret``)."""
         found = []
+        forbidden: list[str] = []
         for connection in self.get_option("connections") or [{}]:
             name = connection_name(connection)
             given = {ALIASES.get(key, key): value for key, value in connection.items()}
@@ -249,14 +288,32 @@ class InventoryModule(BaseInventoryPlugin, Constructable, Cacheable):
                     # As kubernetes.core's action plugins do: a vaulted kubeconfig is read decrypted.
                     options["kubeconfig"] = self.loader.get_real_file(os.path.expanduser(options["kubeconfig"]), decrypt=True)
                 api = api_from_options(**options)
+                machines = []
                 for namespace in connection.get("namespaces") or [None]:
                     selector = ",".join(connection.get("label_selectors") or []) or None
                     listed = list_machines(api, namespace, selector, connection.get("api_version"))
                     if not listed and namespace and namespace_missing(api, namespace):
                         raise MachineError(f"Namespace {namespace} not found")
-                    found.extend((name, describe(machine)) for machine in listed)
+                    machines.extend(listed)
             except (ApiError, MachineError, ConfigError, AnsibleFileNotFound) as exc:
                 raise AnsibleParserError(f"lifecycle.machine.machines: cannot read the Machines of connection {name}: {exc}") from None
+            # Where each Machine's Node is, and whether its kubeconfig Secret is there: one GET per workload cluster.
+            where = [(machine, machine["metadata"]["namespace"], workload_cluster(machine)) for machine in machines]
+            try:
+                secrets = kubeconfig_secrets(api, {(namespace, cluster) for _m, namespace, cluster in where if cluster}, forbidden)
+            except MachineError as exc:
+                raise AnsibleParserError(f"lifecycle.machine.machines: connection {name}: {exc}") from None
+            for machine, namespace, cluster in where:
+                info = describe(machine)
+                info["workload_cluster"] = cluster
+                info["workload_kubeconfig_secret"] = secrets[(namespace, cluster)] if cluster else None
+                found.append((name, info))
+        if forbidden:
+            shown = ", ".join(forbidden[:5]) + (f" and {len(forbidden) - 5} more" if len(forbidden) > 5 else "")
+            display.warning(
+                f"lifecycle.machine.machines: may not read the kubeconfig Secrets {shown} (403 Forbidden), so "
+                "machine_workload_kubeconfig_secret is null for their Machines; grant get on Secrets to tell whether they exist"
+            )
         return found
 
     def add_machine(self, connection: str, info: dict) -> None:

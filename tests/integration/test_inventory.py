@@ -1,7 +1,8 @@
 """The lifecycle.machine.machines inventory plugin on the real control plane:
-Machines of both flavours as hosts, their groups and host variables; and
-playbooks/delete_machines.yml deleting an inventory group, each Machine's
-outcome on its own host."""
+Machines of both flavours as hosts, their groups and host variables (the
+workload cluster of a Cluster API Machine and whether its kubeconfig Secret
+exists among them); and playbooks/delete_machines.yml deleting an inventory
+group, each Machine's outcome on its own host."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ import pytest
 import yaml
 from conftest import REPO, ansible_env
 from khelpers import OPENSHIFT_MACHINES, capi_machine, capi_path, openshift_machine
+from test_awx_runner import RBAC, SA_NAME, apply, credential_inputs, service_account_token
 
 CAPI = "v1beta2"
 
@@ -184,3 +186,116 @@ def test_the_documented_aliases_of_a_connection_are_honoured(machines, kubeconfi
     command = [str(Path(sys.executable).parent / "ansible-inventory"), "-i", str(path), "--list"]
     proc = subprocess.run(command, capture_output=True, text=True, env=env, check=False, timeout=120)
     assert proc.returncode != 0, "a CA file that does not exist must be used, and fail"
+
+
+# ---------------------------------------------------------------------------
+# The workload cluster of each Cluster API Machine, and its kubeconfig Secret
+
+NO_SECRETS_USER = "lm-inventory-no-secrets"
+KUBECONFIG_TEXT = "apiVersion: v1\nkind: Config\nclusters:\n- name: c1\n  cluster: {server: 'https://c1.example.com:6443'}\n"
+
+
+@pytest.fixture
+def workload_machines(kube, namespace, capi_generation):
+    """Cluster API Machines of the workload clusters c1 (two, and its Secret c1-kubeconfig) and c2 (one, no Secret),
+    and an OpenShift Machine, in one namespace."""
+    capi_generation.use("v1beta2")
+    paths = []
+    capi = capi_path(CAPI, "machines", namespace)
+    for name, cluster in (("c1-a", "c1"), ("c1-b", "c1"), ("c2-a", "c2")):
+        kube.create(capi, capi_machine(name, CAPI, cluster=cluster))
+        paths.append(f"{capi}/{name}")
+    openshift = OPENSHIFT_MACHINES.format(ns=namespace)
+    kube.create(openshift, openshift_machine("os-a"))
+    paths.append(f"{openshift}/os-a")
+    secret = {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {"name": "c1-kubeconfig", "labels": {"cluster.x-k8s.io/cluster-name": "c1"}},
+        "type": "cluster.x-k8s.io/secret",
+        "stringData": {"value": KUBECONFIG_TEXT},
+    }
+    kube.create(f"/api/v1/namespaces/{namespace}/secrets", secret)
+    yield namespace
+    for path in paths:
+        kube.patch(path, {"metadata": {"finalizers": None}})
+        kube.delete(path)
+
+
+@pytest.fixture
+def identities(kube):
+    """The AWX ServiceAccount with the shipped ClusterRole (extensions/awx/rbac.yml; the audit log records its
+    requests), and a user who may list Machines but not read Secrets."""
+    for item in yaml.safe_load(RBAC.read_text())["items"]:
+        apply(kube, item)
+    role = {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "ClusterRole",
+        "metadata": {"name": NO_SECRETS_USER},
+        "rules": [{"apiGroups": ["machine.openshift.io", "cluster.x-k8s.io"], "resources": ["machines"], "verbs": ["list"]}],
+    }
+    binding = {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "ClusterRoleBinding",
+        "metadata": {"name": NO_SECRETS_USER},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": NO_SECRETS_USER},
+        "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": NO_SECRETS_USER}],
+    }
+    apply(kube, role)
+    apply(kube, binding)
+    yield
+    kube.delete(f"/apis/rbac.authorization.k8s.io/v1/clusterrolebindings/{NO_SECRETS_USER}")
+    kube.delete(f"/apis/rbac.authorization.k8s.io/v1/clusterroles/{NO_SECRETS_USER}")
+
+
+def workload_inventory(tmp_path: Path, kubeconfig: str, namespace: str, identity: dict) -> dict:
+    """ansible-inventory of the Machines of ``namespace``, connected with ``identity`` (connection options)."""
+    path = tmp_path / "workload.machines.yml"
+    connection = {"name": "mgmt", "namespaces": [namespace], **identity}
+    path.write_text(yaml.safe_dump({"plugin": "lifecycle.machine.machines", "connections": [connection]}))
+    env = {**ansible_env(kubeconfig), "ANSIBLE_INVENTORY_UNPARSED_FAILED": "true"}
+    command = [str(Path(sys.executable).parent / "ansible-inventory"), "-i", str(path), "--list"]
+    proc = subprocess.run(command, capture_output=True, text=True, env=env, check=False, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    return {"hostvars": plain(json.loads(proc.stdout))["_meta"]["hostvars"], "stderr": " ".join(proc.stderr.split())}
+
+
+def workload_vars(listed: dict, namespace: str) -> dict:
+    return {
+        host.split(".", 1)[1]: (values["machine_workload_cluster"], values["machine_workload_kubeconfig_secret"])
+        for host, values in listed["hostvars"].items()
+        if host.startswith(f"{namespace}.")
+    }
+
+
+def test_each_cluster_api_machine_names_its_workload_cluster_and_whether_its_kubeconfig_secret_exists(
+    *, workload_machines, identities, kube, kubeconfig, audit_events, tmp_path
+) -> None:
+    """Read as AWX's inventory source would, with the token of the shipped ClusterRole's ServiceAccount (whose
+    requests the audit log records): one GET per workload cluster."""
+    namespace = workload_machines
+    credential = credential_inputs(kubeconfig, service_account_token(kube, SA_NAME))
+    ca = tmp_path / "ca.crt"
+    ca.write_text(credential["ssl_ca_cert"])
+    identity = {"host": credential["host"], "api_key": credential["bearer_token"], "ca_cert": str(ca)}
+    listed = workload_inventory(tmp_path, kubeconfig, namespace, identity)
+    assert workload_vars(listed, namespace) == {
+        "c1-a": ("c1", True),
+        "c1-b": ("c1", True),
+        "c2-a": ("c2", False),
+        "os-a": (None, None),  # an OpenShift Machine's Node is beside it
+    }
+    assert "kubeconfig Secrets" not in listed["stderr"]
+    reads = audit_events(namespace=namespace, resource="secrets")
+    assert sorted((event["verb"], event["objectRef"].get("name")) for event in reads) == [("get", "c1-kubeconfig"), ("get", "c2-kubeconfig")], (
+        "one GET per workload cluster, not one per Machine, and no list"
+    )
+    assert kube.get(f"/api/v1/namespaces/{namespace}/secrets/c1-kubeconfig")["data"]["value"], "the Secret is only read"
+
+
+def test_a_user_who_may_not_read_secrets_gets_the_inventory_with_a_warning(workload_machines, identities, kubeconfig, tmp_path) -> None:
+    namespace = workload_machines
+    listed = workload_inventory(tmp_path, kubeconfig, namespace, {"kubeconfig": kubeconfig, "impersonate_user": NO_SECRETS_USER})
+    assert workload_vars(listed, namespace) == {"c1-a": ("c1", None), "c1-b": ("c1", None), "c2-a": ("c2", None), "os-a": (None, None)}
+    assert listed["stderr"].count("may not read the kubeconfig Secrets") == 1, listed["stderr"]
+    assert f"{namespace}/c1-kubeconfig, {namespace}/c2-kubeconfig (403 Forbidden)" in listed["stderr"], listed["stderr"]

@@ -58,10 +58,74 @@ def test_awx_accepts_the_survey(template: dict) -> None:
     assert survey_spec_errors(_survey(template)) == []
 
 
+def _workload_credential_type() -> dict:
+    return yaml.safe_load((AWX / "workload-kubeconfig-credential-type.yml").read_text())
+
+
+def _not_asked(playbook: Path) -> set[str]:
+    """A playbook's inputs no survey asks for: mappings (``workload_cluster``), which a survey cannot carry and
+    only extra variables give, and what the workload cluster kubeconfig credential injects."""
+    mappings = {name for name, default in _playbook_inputs(playbook).items() if isinstance(default, dict)}
+    return mappings | set(_workload_credential_type()["injectors"]["extra_vars"])
+
+
 @pytest.mark.parametrize("template", TEMPLATES, ids=_ids(TEMPLATES))
 def test_survey_variables_are_exactly_the_playbook_inputs(template: dict) -> None:
     asked = {q["variable"] for q in _survey(template)["spec"]}
-    assert asked == set(_playbook_inputs(REPO / template["playbook"]))
+    playbook = REPO / template["playbook"]
+    assert asked == set(_playbook_inputs(playbook)) - _not_asked(playbook)
+
+
+WORKLOAD_SURVEY = {"workload_cluster_source", "workload_kubeconfig"}
+WORKLOAD_EXTRA_VARS = {"workload_cluster", "workload_kubeconfig_credential"}
+
+
+@pytest.mark.parametrize("template", TEMPLATES, ids=_ids(TEMPLATES))
+def test_the_templates_that_reach_nodes_say_how_the_workload_clusters_are_reached(template: dict) -> None:
+    """Every job template whose playbook drains or deletes Machines asks for the workload cluster's way, and its
+    playbook takes the mapping and the credential's file too, and gets the credential; teardown cluster none of it."""
+    playbook = REPO / template["playbook"]
+    inputs = set(_playbook_inputs(playbook))
+    asked = {q["variable"] for q in _survey(template)["spec"]}
+    reaches_nodes = Path(template["playbook"]).stem in ("delete_machine", "delete_machines", "drain_node")
+    if reaches_nodes:
+        assert asked >= WORKLOAD_SURVEY and inputs >= WORKLOAD_SURVEY | WORKLOAD_EXTRA_VARS
+        assert _playbook_inputs(playbook)["workload_cluster"] == {}
+        assert "vars/workload_cluster.yml" in playbook.read_text(), "the playbook checks the combination before anything"
+        assert "{{ workload_cluster_option }}" in playbook.read_text(), "the playbook passes the option on"
+    else:
+        assert not (asked | inputs) & (WORKLOAD_SURVEY | WORKLOAD_EXTRA_VARS)
+    assert template.get("workload_credential", False) is reaches_nodes
+
+
+def test_the_workload_source_choices_are_the_options_sources() -> None:
+    sources = re.findall(r"V\((\w+)\)", (REPO / "plugins" / "doc_fragments" / "workload.py").read_text().split("C(source) is", 1)[1])
+    for name in ("delete_machine", "delete_machines", "drain_node"):
+        spec = yaml.safe_load((AWX / "surveys" / f"{name}.yml").read_text())
+        question = next(q for q in spec["spec"] if q["variable"] == "workload_cluster_source")
+        assert question["choices"] == sources[:3] == ["secret", "management", "kubeconfig"]
+
+
+def test_the_workload_credential_type_is_one_awx_accepts() -> None:
+    """As AWX checks a custom credential type: a kind a user may create, input fields with id, label and type,
+    required fields among them, and injectors that only use inputs and the files they write (tower.filename.<name>)."""
+    kind = _workload_credential_type()
+    assert kind["kind"] == "cloud" and kind["name"] and kind["description"]
+    fields = {field["id"]: field for field in kind["inputs"]["fields"]}
+    assert all(field["type"] == "string" and field["label"] for field in fields.values())
+    assert set(kind["inputs"]["required"]) <= set(fields)
+    assert fields["kubeconfig"]["secret"] is True and fields["kubeconfig"]["multiline"] is True
+    injectors = kind["injectors"]
+    assert set(injectors) == {"file", "extra_vars"}
+    labels = {key.split(".", 1)[1] for key in injectors["file"]}
+    assert all(key.startswith("template.") for key in injectors["file"])
+    for template in injectors["file"].values():
+        assert set(re.findall(r"{{\s*(\w+)\s*}}", template)) <= set(fields)
+    assert injectors["extra_vars"] == {"workload_kubeconfig_credential": "{{ tower.filename.kubeconfig }}"}
+    assert set(re.findall(r"tower\.filename\.(\w+)", str(injectors["extra_vars"]))) <= labels
+    # A survey answer would hide an injected extra variable of the same name (AWX passes the answers last).
+    asked = {q["variable"] for t in TEMPLATES for q in _survey(t)["spec"]}
+    assert not asked & set(injectors["extra_vars"])
 
 
 @pytest.mark.parametrize("template", TEMPLATES, ids=_ids(TEMPLATES))

@@ -23,6 +23,7 @@ BIN = Path(sys.executable).parent
 CA = "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n"
 WARNING = "WARNING: TLS verification is OFF"
 REFUSAL = "lifecycle_awx_k8s_verify_ssl is true but lifecycle_awx_k8s_ca_cert is empty"
+BEARER_TOKEN = "OpenShift or Kubernetes API Bearer Token"
 _PLAYBOOK = [str(BIN / "ansible-playbook"), "-i", "localhost,", "-c", "local", "-e", f"ansible_python_interpreter={sys.executable}"]
 REQUIRED = {
     "lifecycle_awx_project_url": "https://git.example.com/platform/lifecycle-machine.git",
@@ -60,7 +61,8 @@ def _probe(tmp_path: Path, extra: dict) -> dict:
     verification check and the warning's conditions) with ``extra`` as extra variables."""
     play = load_ansible_yaml(CONFIGURE.read_text())[0]
     tasks = _tasks()
-    (credential,) = [t["awx.awx.credential"] for t in tasks if "awx.awx.credential" in t]
+    # The Kubernetes credential (the other one, the workload clusters' kubeconfig, has no TLS inputs).
+    (credential,) = [t["awx.awx.credential"] for t in tasks if t.get("awx.awx.credential", {}).get("credential_type") == BEARER_TOKEN]
     (check,) = [t for t in tasks if "ansible.builtin.assert" in t and "lifecycle_awx_k8s_verify_ssl" in str(t)]
     (warning,) = [t for t in tasks if "ansible.builtin.debug" in t and WARNING in t["ansible.builtin.debug"]["msg"]]
     result = tmp_path / "probe.json"
