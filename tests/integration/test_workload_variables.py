@@ -27,13 +27,15 @@ def assert_gone(kube, victim) -> None:
     [("v1beta2", "secret"), ("v1beta2", "kubeconfig"), ("v1beta1", "management")],
     indirect=["flavour"],
 )
-def test_delete_machine_reaches_the_node_the_way_the_survey_says(*, flavour, source, kube, kubeconfig, victim, run_playbook) -> None:
+def test_delete_machine_reaches_the_node_the_way_the_survey_says(*, flavour, source, kube, kubeconfig, victim, run_playbook, kubeconfig_secret) -> None:
     v = victim()
     workload = {"workload_cluster_source": source}
     if source == "secret":
         # As Cluster API keeps it: the workload cluster's kubeconfig under the key value.
-        secret = {"metadata": {"name": f"{CLUSTER}-kubeconfig"}, "type": "cluster.x-k8s.io/secret", "stringData": {"value": Path(kubeconfig).read_text()}}
-        kube.create(f"/api/v1/namespaces/{v.namespace}/secrets", secret)
+        kubeconfig_secret(v.namespace, CLUSTER, Path(kubeconfig).read_text())
+    else:
+        # The other ways never read it: without it they still reach the Node.
+        kube.delete(f"/api/v1/namespaces/{v.namespace}/secrets/{CLUSTER}-kubeconfig")
     if source == "kubeconfig":
         workload["workload_kubeconfig"] = kubeconfig
     result = run_playbook(REPO / "playbooks" / "delete_machine.yml", deletion_vars(v, **workload))
@@ -45,6 +47,7 @@ def test_delete_machine_reaches_the_node_the_way_the_survey_says(*, flavour, sou
 @pytest.mark.parametrize("flavour", ["v1beta2"], indirect=True)
 def test_without_its_secret_the_node_is_not_touched_and_the_message_says_how_to_reach_it(*, flavour, kube, victim, run_playbook) -> None:
     v = victim()
+    kube.delete(f"/api/v1/namespaces/{v.namespace}/secrets/{CLUSTER}-kubeconfig")  # the namespace fixture's self-hosted one
     result = run_playbook(REPO / "playbooks" / "delete_machine.yml", deletion_vars(v))
     output = " ".join((result.stdout + result.stderr).split())
     assert result.returncode != 0
