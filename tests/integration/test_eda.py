@@ -103,23 +103,46 @@ def machines(kube, capi_generation, namespace):
     made.clean_up()
 
 
-class ConditionWatcher(threading.Thread):
-    """Notes each True hook condition seen on the Machines, before they go."""
+class ConditionWatcher:
+    """Notes each True hook condition seen on the Machines, before they go: a watch per
+    Machine, so that a condition the Machine carries only briefly (its deletion goes on at
+    once) is seen too, which polling missed now and then."""
 
     def __init__(self, kube: KubeApi, paths: dict[str, str]):
-        super().__init__(daemon=True)
         self.kube, self.paths = kube, paths
         self.seen: set[tuple[str, str]] = set()
         self.stop = threading.Event()
+        self.threads = [threading.Thread(target=self._follow, args=(name, path), daemon=True) for name, path in paths.items()]
+        self.started = threading.Barrier(len(self.threads) + 1)
 
-    def run(self) -> None:
+    def start(self) -> None:
+        for thread in self.threads:
+            thread.start()
+        self.started.wait(timeout=30)
+
+    def join(self) -> None:
+        for thread in self.threads:
+            thread.join(timeout=15)
+
+    def _note(self, name: str, machine: dict) -> None:
+        for condition in (machine.get("status") or {}).get("conditions") or []:
+            if condition.get("type") in CONDITIONS.values() and condition.get("status") == "True":
+                self.seen.add((name, condition["type"]))
+
+    def _follow(self, name: str, path: str) -> None:
+        collection, _slash, machine_name = path.rpartition("/")
+        items, version = self.kube.list_with_version(collection, field_selector=f"metadata.name={machine_name}")
+        for machine in items:
+            self._note(name, machine)
+        self.started.wait(timeout=30)
         while not self.stop.is_set():
-            for name, path in self.paths.items():
-                machine = self.kube.get(path) or {}
-                for condition in (machine.get("status") or {}).get("conditions") or []:
-                    if condition.get("type") in CONDITIONS.values() and condition.get("status") == "True":
-                        self.seen.add((name, condition["type"]))
-            time.sleep(0.1)
+            for event in self.kube.watch(collection, resource_version=version, field_selector=f"metadata.name={machine_name}", timeout=2):
+                machine = event.get("object") or {}
+                if event.get("type") == "ERROR":
+                    version = None
+                    break
+                version = (machine.get("metadata") or {}).get("resourceVersion") or version
+                self._note(name, machine)
 
 
 def test_rulebook_serves_every_gate_of_a_deletion(kube, machines, make_node, rulebook, run_playbook) -> None:
