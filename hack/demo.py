@@ -202,7 +202,9 @@ def wait_ready(kube: KubeApi) -> None:
         pods = kube.list(f"/api/v1/namespaces/{NS}/pods")
         ready = [p for p in pods if any(c["type"] == "Ready" and c["status"] == "True" for c in (p.get("status") or {}).get("conditions") or [])]
         pdb = kube.get(f"/apis/policy/v1/namespaces/{NS}/poddisruptionbudgets/web") or {}
-        if len(ready) >= 4 + 1 + 1 + 4 and (pdb.get("status") or {}).get("disruptionsAllowed") == 1:
+        # web, storage, monitoring, and node-agent on every Node of the cluster.
+        agents = len(kube.list("/api/v1/nodes", label_selector="pool=demo"))
+        if len(ready) >= 4 + 1 + 1 + agents and (pdb.get("status") or {}).get("disruptionsAllowed") == 1:
             return
         time.sleep(0.5)
     hint = ": is kwok managing Nodes annotated kwok.x-k8s.io/node=fake with the stages of hack/kwok?" if OWN_KUBECONFIG else ""
