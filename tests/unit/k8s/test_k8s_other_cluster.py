@@ -4,6 +4,7 @@ name the cluster, and one credential renewal after a 401."""
 
 from __future__ import annotations
 
+import pytest
 from fake_api_client import FakeApiClient, make_api, ok, refused, status
 
 from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.errors import ApiError, unanswered_cluster
@@ -44,10 +45,9 @@ def test_the_connection_follows_the_tasks_deadline_and_names_the_cluster() -> No
     other, _made = _other(task, workload)
     other._answered = True  # a cluster that answered before: retried until the task's deadline
     assert other.deadline == task.deadline
-    try:
+    with pytest.raises(ApiError) as raised:
         other.get("/api/v1/nodes/n")
-    except ApiError as exc:
-        error = exc
+    error = raised.value
     assert error.cluster == LABEL
     assert "GET Node n in the workload cluster ns/c1: connection refused" in error.describe()
     assert error.out_of_time
@@ -87,12 +87,9 @@ def test_a_second_401_is_the_answer() -> None:
     old, new = FakeApiClient(clock), FakeApiClient(clock)
     old.always = new.always = lambda sent: status(401, "Unauthorized")
     other, _made = _other(api, old, lambda: new)
-    try:
+    with pytest.raises(ApiError) as raised:
         other.get("/api/v1/nodes/n")
-    except ApiError as exc:
-        assert exc.status == 401
-    else:
-        raise AssertionError("a second 401 must fail")
+    assert raised.value.status == 401
     assert len(old.sent) == 1 and len(new.sent) == 1
 
 
@@ -101,18 +98,16 @@ def test_a_renewal_that_finds_nothing_new_leaves_the_401() -> None:
     old = FakeApiClient(clock)
     old.always = lambda sent: status(401, "Unauthorized")
     other, _made = _other(api, old, lambda: None)
-    try:
+    with pytest.raises(ApiError) as raised:
         other.get("/api/v1/nodes/n")
-    except ApiError as exc:
-        assert exc.status == 401
+    assert raised.value.status == 401
     assert len(old.sent) == 1
 
 
 def test_the_task_connection_has_no_renewal_and_no_label() -> None:
     api, management, _clock = make_api()
     management.always = lambda sent: status(401, "Unauthorized")
-    try:
+    with pytest.raises(ApiError) as raised:
         api.get("/api/v1/nodes/n")
-    except ApiError as exc:
-        assert exc.status == 401 and exc.cluster == ""
-        assert unanswered_cluster(exc) == {}
+    assert raised.value.status == 401 and raised.value.cluster == ""
+    assert unanswered_cluster(raised.value) == {}
