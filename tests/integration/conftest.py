@@ -399,6 +399,26 @@ def run_playbook(kubeconfig: str) -> Callable[..., subprocess.CompletedProcess]:
     return _run
 
 
+def read_audit_log(
+    path: Path, namespace: str | None = None, resource: str | None = None, subresource: str | None = None, verb: str | None = None
+) -> list[dict]:
+    """The events of an API server's audit log (hack/cluster.py's policy) that match every filter given."""
+    events = []
+    for line in path.read_text().splitlines() if path.exists() else []:
+        event = json.loads(line)
+        ref = event.get("objectRef") or {}
+        if namespace and ref.get("namespace") != namespace:
+            continue
+        if resource and ref.get("resource") != resource:
+            continue
+        if subresource is not None and ref.get("subresource", "") != subresource:
+            continue
+        if verb and event.get("verb") != verb:
+            continue
+        events.append(event)
+    return events
+
+
 @pytest.fixture(scope="session")
 def audit_events(kubeconfig: str) -> Callable[..., list[dict]]:
     """The API server's own audit log (evictions, Pod and Node deletions; see
@@ -408,20 +428,7 @@ def audit_events(kubeconfig: str) -> Callable[..., list[dict]]:
         pytest.skip("this control plane keeps no audit log")
 
     def _read(namespace: str | None = None, resource: str | None = None, subresource: str | None = None, verb: str | None = None) -> list[dict]:
-        events = []
-        for line in path.read_text().splitlines():
-            event = json.loads(line)
-            ref = event.get("objectRef") or {}
-            if namespace and ref.get("namespace") != namespace:
-                continue
-            if resource and ref.get("resource") != resource:
-                continue
-            if subresource is not None and ref.get("subresource", "") != subresource:
-                continue
-            if verb and event.get("verb") != verb:
-                continue
-            events.append(event)
-        return events
+        return read_audit_log(path, namespace, resource, subresource, verb)
 
     return _read
 

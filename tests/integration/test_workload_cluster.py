@@ -16,7 +16,7 @@ from pathlib import Path
 
 import cluster as cluster_tool
 import pytest
-from conftest import ansible_env
+from conftest import ansible_env, read_audit_log
 from fault_fixtures import upstream_of
 from faultproxy import FaultProxy
 from khelpers import capi_machine, capi_path, fake_node, node_ready, stop_process, wait_for
@@ -26,23 +26,9 @@ from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.client impo
 V = "v1beta2"
 
 
-def _audit(kubeconfig: str, *, namespace: str | None = None, resource: str | None = None, subresource: str | None = None, verb: str | None = None) -> list:
+def _audit(kubeconfig: str, **filters: str) -> list:
     """The audit events of the control plane ``kubeconfig`` belongs to."""
-    path = Path(kubeconfig).parent / "audit.log"
-    events = []
-    for line in path.read_text().splitlines() if path.exists() else []:
-        event = json.loads(line)
-        ref = event.get("objectRef") or {}
-        if namespace and ref.get("namespace") != namespace:
-            continue
-        if resource and ref.get("resource") != resource:
-            continue
-        if subresource is not None and ref.get("subresource", "") != subresource:
-            continue
-        if verb and event.get("verb") != verb:
-            continue
-        events.append(event)
-    return events
+    return read_audit_log(Path(kubeconfig).parent / "audit.log", **filters)
 
 
 def _pod(name: str, node: str, labels: dict | None = None) -> dict:
@@ -289,42 +275,24 @@ def test_a_workload_cluster_that_cannot_be_found_changes_nothing(split, run_modu
     assert not split.workload.get(f"/api/v1/nodes/{node}")["spec"].get("unschedulable")
 
 
-def test_self_hosted_mode_uses_the_management_cluster(split, run_module) -> None:
-    """``workload_cluster: {source: management}``: no Secret is read, the Node is the management cluster's."""
+@pytest.mark.parametrize("way", ["management", "kubeconfig"])
+def test_the_option_replaces_the_secret_per_cluster(split, run_module, way) -> None:
+    """No Secret for the cluster: ``management`` (self-hosted) finds the Node in the management
+    cluster, a kubeconfig given for ``namespace/name`` finds it in the workload cluster."""
     node = _node_name()
-    split.setup_cluster("self")
-    split.node(split.kube, node, prefix="mgmt")
-    split.machine("w-6", node, cluster="self")
+    split.setup_cluster(way)
+    api = split.kube if way == "management" else split.workload
+    split.node(api, node, prefix=way)
+    split.machine("w-6", node, cluster=way)
+    how = "management" if way == "management" else {"kubeconfig": split.workload_kubeconfig}
 
-    result = run_module(
-        "machine_delete",
-        {"machines": [{"name": "w-6", "namespace": split.namespace}], "workload_cluster": {"clusters": {"self": "management"}}, "drain_timeout": 60},
-    )
+    machines = [{"name": "w-6", "namespace": split.namespace}]
+    result = run_module("machine_delete", {"machines": machines, "workload_cluster": {"clusters": {f"{split.namespace}/{way}": how}}, "drain_timeout": 60})
 
     assert not result.get("failed"), result.get("msg")
     assert result["completed"], result["progress"]
-    assert split.kube.get(f"/api/v1/nodes/{node}") is None
-    assert split.pods(split.kube) == []
-
-
-def test_a_kubeconfig_given_per_cluster_replaces_the_secret(split, run_module) -> None:
-    node = _node_name()
-    split.setup_cluster("byfile")
-    split.node(split.workload, node, prefix="wl")
-    split.machine("w-7", node, cluster="byfile")
-
-    result = run_module(
-        "machine_delete",
-        {
-            "machines": [{"name": "w-7", "namespace": split.namespace}],
-            "workload_cluster": {"clusters": {f"{split.namespace}/byfile": {"kubeconfig": split.workload_kubeconfig}}},
-            "drain_timeout": 60,
-        },
-    )
-
-    assert not result.get("failed"), result.get("msg")
-    assert result["completed"], result["progress"]
-    assert split.workload.get(f"/api/v1/nodes/{node}") is None
+    assert api.get(f"/api/v1/nodes/{node}") is None
+    assert split.pods(api) == []
 
 
 def test_a_mistyped_workload_cluster_option_is_refused(split, run_module) -> None:
