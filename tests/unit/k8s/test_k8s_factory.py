@@ -33,7 +33,8 @@ def test_giving_up_reports_the_time_spent_including_the_pauses() -> None:
     error = caught.value
     assert error.attempts == len(calls) > 1
     assert error.elapsed == pytest.approx(clock() - calls[0])
-    assert FIRST_CONTACT_BUDGET - 5 < error.elapsed <= FIRST_CONTACT_BUDGET
+    # No pause reaches past the budget; the last attempt itself (0.5 s here) may end after it.
+    assert FIRST_CONTACT_BUDGET - 5 < error.elapsed <= FIRST_CONTACT_BUDGET + 0.5
     assert f"gave up after {len(calls)} attempts in {error.elapsed:.1f} s" in str(error)
 
 
