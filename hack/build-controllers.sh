@@ -100,7 +100,10 @@ for name in "${wanted[@]}"; do
       mkdir -p "$dir"
       echo "building $name (cold build, several minutes)" >&2
       start=$(date +%s)
-      "build_$name" "$dir"
+      case "$name" in
+        capi) build_capi "$dir" ;;
+        mapi) build_mapi "$dir" ;;
+      esac
       echo "$name built in $(($(date +%s) - start)) s" >&2
     fi
     exec 9>&-

@@ -67,7 +67,7 @@ def build_controllers(names: tuple[str, ...] = ("capi", "mapi"), build: bool = T
         raise RuntimeError(f"{' '.join(command)} failed:\n{result.stderr[-3000:]}")
     found = {}
     for line in result.stdout.splitlines():
-        name, _, directory = line.partition(" ")
+        name, _space, directory = line.partition(" ")
         if name in BINARY and directory:
             found[name] = Path(directory)
     return found
@@ -302,7 +302,7 @@ def capi_cluster_objects(name: str, namespace: str, workload_kubeconfig_text: st
     FakeMachine. Without an active control-plane Machine, Cluster API skips the
     pre-drain hooks, the drain and the volume wait of every Machine it deletes."""
     # The endpoint a provider would report: the workload API server (kubeconfigs of hack/cluster.py are JSON).
-    host, _, port = json.loads(workload_kubeconfig_text)["clusters"][0]["cluster"]["server"].removeprefix("https://").partition(":")
+    host, _colon, port = json.loads(workload_kubeconfig_text)["clusters"][0]["cluster"]["server"].removeprefix("https://").partition(":")
     secret = cluster_tool.kubeconfig_secret(name, namespace, workload_kubeconfig_text)
     labels = {WATCH_FILTER_LABEL: watch_filter} if watch_filter else {}
     cluster = {
