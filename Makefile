@@ -9,7 +9,8 @@ export ANSIBLE_COLLECTIONS_PATH := $(COLLECTIONS)
 export GOTOOLCHAIN := local
 
 .PHONY: help venv tools cluster-up cluster-down cluster-status lint ruff yamllint ansible-lint docs-lint sanity \
-        unit integration molecule test demo build bench chaos clean
+        unit integration molecule test demo build bench chaos clean \
+        controllers conformance
 
 help:
 	@echo "make demo          start the local control plane and delete a machine with the role"
@@ -19,6 +20,8 @@ help:
 	@echo "                   NO_WORKLOAD=1 starts the management one alone"
 	@echo "make cluster-status whether both run"
 	@echo "make cluster-down  stop both"
+	@echo "make conformance   build the real Cluster API and OpenShift machine controllers (cached; minutes when"
+	@echo "                   cold) and run the smoke tests beside them (not part of make test; docs/controllers.md)"
 
 $(BIN)/ansible: requirements.txt test-requirements.txt
 	$(PYTHON) -m venv $(VENV)
@@ -41,6 +44,10 @@ cluster-down:
 
 cluster-status:
 	$(PYTHON) hack/cluster.py status --dir $(CLUSTER_DIR)
+
+# The real machine controllers (hack/build-controllers.sh): never built by `make test` or CI.
+controllers:
+	bash hack/build-controllers.sh
 
 ruff: venv
 	$(BIN)/ruff check .
@@ -79,6 +86,11 @@ molecule: venv tools
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/molecule test -s delete_machine
 
 test: lint sanity unit integration molecule
+
+# The collection beside the real Cluster API and OpenShift machine controllers
+# (tests/integration/test_real_controllers.py), each on control planes of its own.
+conformance: venv tools controllers
+	LIFECYCLE_MACHINE_CONFORMANCE=1 $(BIN)/pytest -q -p no:cacheprovider -rs tests/integration/test_real_controllers.py
 
 demo: venv tools
 	$(BIN)/python hack/demo.py

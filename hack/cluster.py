@@ -748,32 +748,42 @@ def _nested_state_dirs(state_dir: Path) -> list[Path]:
     return sorted(sub for sub in state_dir.iterdir() if sub.is_dir() and (sub / "state.json").exists())
 
 
+# The control plane's own components, stopped in stages, each waited for: an API
+# server whose etcd went away in the same instant hangs in its shutdown until
+# killed (some 15 s per control plane).
+_STOP_STAGES = (("kwok", "kube-scheduler", "kube-controller-manager"), ("kube-apiserver",), ("etcd",))
+
+
+def _stop(pids: list[int]) -> None:
+    """SIGTERM each process group, wait up to 15 s for all, SIGKILL what is left."""
+    running = [pid for pid in pids if _pid_alive(pid)]
+    for pid in running:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(pid, signal.SIGTERM)
+    deadline = time.monotonic() + 15
+    for pid in running:
+        while _pid_alive(pid) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        if _pid_alive(pid):
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(pid, signal.SIGKILL)
+            killed = time.monotonic() + 5
+            while _pid_alive(pid) and time.monotonic() < killed:
+                time.sleep(0.05)
+
+
 def down(state_dir: Path) -> None:
     """Stop every component started from ``state_dir``, after those of the
-    control planes below it (``<dir>/workload``); no process is left behind."""
+    control planes below it (``<dir>/workload``); no process is left behind.
+    Components started beside it (hack/controllers.py's machine controllers)
+    are stopped first of all, while every API server they talk to is still up."""
     state_dir = Path(state_dir)
+    pids = _read_state(state_dir).get("pids") or {}
+    _stop([pid for name, pid in pids.items() if not any(name in stage for stage in _STOP_STAGES)])
     for nested in _nested_state_dirs(state_dir):
         down(nested)
-    state = _read_state(state_dir)
-    pids = state.get("pids") or {}
-    # In stages, each waited for: an API server whose etcd went away in the same
-    # instant hangs in its shutdown until killed (some 15 s per control plane).
-    stages = (("kwok", "kube-scheduler", "kube-controller-manager"), ("kube-apiserver",), ("etcd",))
-    for stage in stages:
-        running = [pids[name] for name in stage if pids.get(name) and _pid_alive(pids[name])]
-        for pid in running:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(pid, signal.SIGTERM)
-        deadline = time.monotonic() + 15
-        for pid in running:
-            while _pid_alive(pid) and time.monotonic() < deadline:
-                time.sleep(0.05)
-            if _pid_alive(pid):
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(pid, signal.SIGKILL)
-                killed = time.monotonic() + 5
-                while _pid_alive(pid) and time.monotonic() < killed:
-                    time.sleep(0.05)
+    for stage in _STOP_STAGES:
+        _stop([pids[name] for name in stage if pids.get(name)])
     for pid in pids.values():
         with contextlib.suppress(ChildProcessError):
             os.waitpid(pid, os.WNOHANG)
