@@ -33,8 +33,8 @@ from ansible_collections.lifecycle.machine.plugins.module_utils._drain.run impor
 from ansible_collections.lifecycle.machine.plugins.module_utils._errors import MachineError
 from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.client import KubeApi
 from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.errors import ApiError, Cancelled
-from ansible_collections.lifecycle.machine.plugins.module_utils._machine.api import get_machine, machine_api_versions, node_steps_skip_reason, require_namespace
-from ansible_collections.lifecycle.machine.plugins.module_utils._machine.flavour import flavour_for, is_deleting
+from ansible_collections.lifecycle.machine.plugins.module_utils._machine.api import machine_api_versions, node_steps_skip_reason, require_namespace
+from ansible_collections.lifecycle.machine.plugins.module_utils._machine.flavour import flavour_for
 from ansible_collections.lifecycle.machine.plugins.module_utils._machine.selection import MachineSelection
 from ansible_collections.lifecycle.machine.plugins.module_utils._mark.run import mark_for_deletion
 from ansible_collections.lifecycle.machine.plugins.module_utils._terminate.run import TerminateRequest, terminate_machine
@@ -87,14 +87,13 @@ class MachineDeletion:
             outcome.status, outcome.message = FAILED, exc.msg
         return outcome
 
-    def check(self) -> None:
-        """Before the Machine is marked: its workload cluster can be reached (Secret,
-        kubeconfig, an answer) and its Node is its own. A Machine already being
-        deleted is not checked: an unreachable workload cluster is then waited for."""
-        machine = get_machine(self.api, self.machine["namespace"], self.machine["name"], self.machine.get("api_version"))
-        if machine is None or is_deleting(machine) or node_steps_skip_reason(self.api, machine, flavour_for(machine)):
-            return
-        check_node_side(self.api, machine, self.request.workload)
+    def vet(self, machine: dict) -> None:
+        """Before the Machine is marked (``mark_for_deletion`` asks only about one not
+        being deleted yet: for those an unreachable workload cluster is waited for):
+        its workload cluster can be reached (Secret, kubeconfig, an answer) and its
+        Node is its own, unless Cluster API would not touch the Node at all."""
+        if not node_steps_skip_reason(self.api, machine, flavour_for(machine)):
+            check_node_side(self.api, machine, self.request.workload)
 
     def waiting_for_cluster(self, phase: str, timeout: int, result: dict, message: str, final: bool) -> bool:
         """A phase stopped because the Machine's workload cluster did not answer: while
@@ -128,9 +127,8 @@ class MachineDeletion:
 
     def mark(self) -> bool:
         """Mark the Machine for deletion (held by the flavour's finalizer); False when it is gone."""
-        self.check()
         selection = MachineSelection(machine=self.machine["name"], namespace=self.machine["namespace"], api_version=self.machine.get("api_version"))
-        marked = mark_for_deletion(self.api, selection, self.request.check_mode)
+        marked = mark_for_deletion(self.api, selection, self.request.check_mode, vet=self.vet)
         entry = marked["machines"][0]
         self.outcome.changed |= marked["changed"]
         self.outcome.flavour = entry.get("flavour")

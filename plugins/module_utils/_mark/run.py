@@ -5,6 +5,8 @@ each chosen Machine, then mark it for deletion."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.client import KubeApi
 from ansible_collections.lifecycle.machine.plugins.module_utils._machine.api import (
     get_machine,
@@ -18,8 +20,10 @@ from ansible_collections.lifecycle.machine.plugins.module_utils._machine.selecti
 from ansible_collections.lifecycle.machine.plugins.module_utils._mark.logic import deletion_state, with_finalizer
 
 
-def mark(api: KubeApi, machine: dict, check_mode: bool) -> tuple[dict, tuple[dict, dict] | None]:
-    """Ensure the finalizer, then delete the Machine (only the one read, by UID)."""
+def mark(api: KubeApi, machine: dict, check_mode: bool, vet: Callable[[dict], None] | None = None) -> tuple[dict, tuple[dict, dict] | None]:
+    """Ensure the finalizer, then delete the Machine (only the one read, by UID).
+    ``vet(machine)``, when given, is asked first about a Machine that is not being
+    deleted yet; it raises to leave the Machine as it is."""
     flavour = flavour_for(machine)
     entry = {"name": machine["metadata"]["name"], "namespace": machine["metadata"]["namespace"], "api_version": machine["apiVersion"], "flavour": flavour.name}
     if flavour.split_clusters:
@@ -27,6 +31,8 @@ def mark(api: KubeApi, machine: dict, check_mode: bool) -> tuple[dict, tuple[dic
     before = deletion_state(machine, flavour)
     if before["deleting"]:
         return {**entry, "action": "already_deleting", "finalizer_added": False, "held": before["held"], "changed": False}, None
+    if vet is not None:
+        vet(machine)
     updated, patch = update_with_retry(api, machine, with_finalizer(flavour), dry_run=check_mode)
     body = {"apiVersion": "v1", "kind": "DeleteOptions", "preconditions": {"uid": machine["metadata"]["uid"]}}
     deleted = api.delete(machine_path(machine), body=body, dry_run=check_mode)
@@ -39,7 +45,7 @@ def mark(api: KubeApi, machine: dict, check_mode: bool) -> tuple[dict, tuple[dic
     return result, (before, after)
 
 
-def mark_for_deletion(api: KubeApi, selection: MachineSelection, check_mode: bool) -> dict:
+def mark_for_deletion(api: KubeApi, selection: MachineSelection, check_mode: bool, vet: Callable[[dict], None] | None = None) -> dict:
     if selection.machine and selection.namespace and get_machine(api, selection.namespace, selection.machine, selection.api_version) is None:
         # Already gone: deleting it again is done (a re-run after the Machine went) - unless no Machine can be there.
         require_namespace(api, selection.namespace)
@@ -48,7 +54,7 @@ def mark_for_deletion(api: KubeApi, selection: MachineSelection, check_mode: boo
     machines = select_machines(api, selection)
     results, before, after = [], {}, {}
     for machine in machines:
-        entry, diff = mark(api, machine, check_mode)
+        entry, diff = mark(api, machine, check_mode, vet)
         results.append(entry)
         if diff:
             key = f"{entry['namespace']}/{entry['name']}"
