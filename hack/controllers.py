@@ -173,6 +173,17 @@ def controller_running(state_dir: Path, name: str) -> bool:
     return bool(pid) and cluster_tool.is_running(Path(state_dir))
 
 
+_TITLE = {"capi": "Cluster API controller", "mapi": "OpenShift machine controller"}
+
+
+def _already_running(state_dir: Path, kind: str, quiet: bool) -> bool:
+    """Whether ``kind``'s controller already runs from ``state_dir`` (then ``up`` starts nothing)."""
+    running = controller_running(state_dir, BINARY[kind])
+    if running and not quiet:
+        print(f"{_TITLE[kind]} already running; kubeconfig: {state_dir / 'kubeconfig'}")
+    return running
+
+
 def up_capi(
     state_dir: Path, watch_filter: str = DEFAULT_WATCH_FILTER, *, workload: bool = True, build: bool = True, verbosity: int = 4, quiet: bool = False
 ) -> dict:
@@ -182,9 +193,7 @@ def up_capi(
     watch filter, ports) and, when started, ``workload_kubeconfig``. Stop it all
     with ``down``; on a failed start, what was started is stopped again."""
     state_dir = Path(state_dir).resolve()
-    if controller_running(state_dir, BINARY["capi"]):
-        if not quiet:
-            print(f"Cluster API controller already running; kubeconfig: {state_dir / 'kubeconfig'}")
+    if _already_running(state_dir, "capi", quiet):
         return cluster_tool._read_state(state_dir)
     built = build_controllers(("capi",), build=build)["capi"]
     try:
@@ -246,9 +255,7 @@ def up_mapi(state_dir: Path, namespace: str = "", *, build: bool = True, verbosi
     drain and nodelink controllers) running against it, reconciling the Machines
     of ``namespace`` (every namespace when empty); its state. Stop it with ``down``."""
     state_dir = Path(state_dir).resolve()
-    if controller_running(state_dir, BINARY["mapi"]):
-        if not quiet:
-            print(f"OpenShift machine controller already running; kubeconfig: {state_dir / 'kubeconfig'}")
+    if _already_running(state_dir, "mapi", quiet):
         return cluster_tool._read_state(state_dir)
     built = build_controllers(("mapi",), build=build)["mapi"]
     try:

@@ -54,27 +54,27 @@ def _state_dir(kind: str) -> Path:
     return REPO / ".tmp" / f"real-{kind}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
 
 
-@pytest.fixture
-def capi_plane(request: pytest.FixtureRequest) -> Iterator[dict]:
-    """Management and workload control planes with the real Cluster API manager
-    (watch filter ``real-capi``); stopped after the test, pass or fail."""
-    _binaries(request, "capi")
-    state_dir = _state_dir("capi")
+def _plane(request: pytest.FixtureRequest, kind: str) -> Iterator[dict]:
+    """The control plane(s) ``hack/controllers.py up <kind>`` starts, stopped after the test, pass or fail."""
+    _binaries(request, kind)
+    state_dir = _state_dir(kind)
+    up = controllers.up_capi if kind == "capi" else controllers.up_mapi
     try:
-        yield controllers.up_capi(state_dir, build=False, quiet=True)
+        yield up(state_dir, build=False, quiet=True)
     finally:
         controllers.down(state_dir)
+
+
+@pytest.fixture
+def capi_plane(request: pytest.FixtureRequest) -> Iterator[dict]:
+    """Management and workload control planes with the real Cluster API manager (watch filter ``real-capi``)."""
+    yield from _plane(request, "capi")
 
 
 @pytest.fixture
 def mapi_plane(request: pytest.FixtureRequest) -> Iterator[dict]:
-    """A control plane with the real OpenShift machine controller; stopped after the test, pass or fail."""
-    _binaries(request, "mapi")
-    state_dir = _state_dir("mapi")
-    try:
-        yield controllers.up_mapi(state_dir, build=False, quiet=True)
-    finally:
-        controllers.down(state_dir)
+    """A control plane with the real OpenShift machine controller."""
+    yield from _plane(request, "mapi")
 
 
 # ---------------------------------------------------------------------------
