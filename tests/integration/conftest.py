@@ -460,3 +460,20 @@ def pytest_sessionfinish(session, exitstatus) -> None:
     lines = "\n".join(f"  {pid}: {command[:200]}" for pid, command in left)
     session.config.get_terminal_writer().line(f"\nProcesses started by the tests were still running at the end (now stopped):\n{lines}", red=True)
     session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+@pytest.fixture
+def capi_plane(request: pytest.FixtureRequest) -> Iterator[dict]:
+    """Management and workload control planes with the real Cluster API manager (watch
+    filter ``real-capi``), stopped after the test; skips as ``realctl.binaries`` says."""
+    import realctl  # noqa: PLC0415 - it imports this file
+
+    yield from realctl.plane(request, "capi")
+
+
+@pytest.fixture
+def mapi_plane(request: pytest.FixtureRequest) -> Iterator[dict]:
+    """A control plane with the real OpenShift machine controller, stopped after the test."""
+    import realctl  # noqa: PLC0415 - it imports this file
+
+    yield from realctl.plane(request, "mapi")
