@@ -80,6 +80,16 @@ AUDIT_POLICY = {
             "resources": [{"group": "machine.openshift.io", "resources": ["machines"]}, {"group": "cluster.x-k8s.io", "resources": ["machines"]}],
         },
         {"level": "Metadata", "verbs": ["delete"], "resources": [{"group": "", "resources": ["pods", "nodes"]}]},
+        # Who cordoned a Node, and who deleted a Machine's infrastructure, bootstrap object or (the real
+        # OpenShift controller's fake actuator) instance ConfigMap: so a test beside a live controller
+        # can prove that only one of the two acted.
+        {"level": "Metadata", "verbs": ["patch", "update"], "resources": [{"group": "", "resources": ["nodes"]}]},
+        {"level": "Metadata", "verbs": ["delete"], "resources": [{"group": "", "resources": ["configmaps"]}]},
+        {
+            "level": "Metadata",
+            "verbs": ["create", "update", "patch", "delete"],
+            "resources": [{"group": "infrastructure.cluster.x-k8s.io"}, {"group": "bootstrap.cluster.x-k8s.io"}],
+        },
         # Reads of Secrets (never their content), so a test can prove a workload cluster's kubeconfig Secret is read once.
         {"level": "Metadata", "verbs": ["get"], "resources": [{"group": "", "resources": ["secrets"]}]},
         {"level": "None"},

@@ -30,6 +30,8 @@ description:
   - OpenShift Machine API Machines stop at V(awaiting_instance_termination) once their preTerminate gate is open -
     their provider instance is terminated by tasks outside the module; call again with the Machine's
     C(namespace/name) in O(instance_terminated) to delete the Node and release it.
+  - When a Machine's own controller is running it carries out the deletion and the task follows it - see
+    O(machine_controller).
   - Cancelling the run (SIGINT, SIGTERM, or the Ansible run that started the module going away) stops every
     Machine's work at once - no eviction, deletion or write is sent after it. A later call goes on where it stopped.
 author:
@@ -122,6 +124,7 @@ options:
 extends_documentation_fragment:
   - kubernetes.core.k8s_auth_options
   - lifecycle.machine.workload
+  - lifecycle.machine.machine_controller
 requirements:
   - python >= 3.11
   - kubernetes >= 24.2.0
@@ -150,6 +153,17 @@ EXAMPLES = r"""
   lifecycle.machine.machine_delete:
     machines: "{{ pool.machines }}"
     progress_interval: 20
+
+- name: Mark them and follow their live controller, which drains and deletes them
+  lifecycle.machine.machine_delete:
+    machines: "{{ pool.machines }}"
+    machine_controller: live
+    progress_interval: 20
+
+- name: During a teardown with the machine controllers scaled down, the collection does every step
+  lifecycle.machine.machine_delete:
+    machines: "{{ pool.machines }}"
+    machine_controller: absent
 """
 
 RETURN = r"""
@@ -195,6 +209,15 @@ machines:
     terminate:
       description: The termination as it went (C(steps), C(next_step), C(blocked_by), C(released), C(gone), C(actions), ...).
       type: dict
+    carried_out_by:
+      description:
+        - Who carries out the deletion (see O(machine_controller)) - V(controller) (its live controller; the task
+          followed it) or V(collection). Null when the Machine was gone before that was known.
+      type: str
+      choices: [controller, collection]
+    controller:
+      description: The name the Machine's controller writes its status under, when one was seen (e.g. C(capi-manager)).
+      type: str
 completed:
   description: Whether every Machine is done (or, in check mode, planned).
   returned: always
@@ -263,6 +286,8 @@ def main():
         "progress_interval": {"type": "int", "default": 0},
         "concurrency": {"type": "int", "default": 20},
         "workload_cluster": {"type": "dict", "default": {}},
+        "machine_controller": {"type": "str", "default": "auto", "choices": ["auto", "live", "absent"]},
+        "controller_grace": {"type": "int", "default": 10},
     }
     module = new_module(argument_spec, supports_check_mode=True)
     run(module, lambda api: delete_machines(api, DeleteRequest.from_params(module.params, module.check_mode, time.time())))

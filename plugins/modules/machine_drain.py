@@ -179,6 +179,7 @@ options:
 extends_documentation_fragment:
   - kubernetes.core.k8s_auth_options
   - lifecycle.machine.workload
+  - lifecycle.machine.machine_controller
 requirements:
   - python >= 3.11
   - kubernetes >= 24.2.0
@@ -241,6 +242,21 @@ EXAMPLES = r"""
 """
 
 RETURN = r"""
+carried_out_by:
+  description:
+    - V(controller) when the Machine is being deleted by its live controller (see O(machine_controller)) - then
+      nothing was cordoned or evicted; the task followed the controller until the drain was behind it (C(completed)).
+  returned: when the Machine's controller carries out its deletion
+  type: str
+  sample: controller
+controller:
+  description: The name the Machine's controller writes its status under (e.g. C(capi-manager)).
+  returned: when the Machine's controller carries out its deletion
+  type: str
+controller_progress:
+  description: Where the controller stands (C(phase), C(drained), C(reason), C(message)).
+  returned: when the Machine's controller carries out its deletion
+  type: dict
 node:
   description: Name of the Node acted on.
   returned: always
@@ -442,6 +458,8 @@ def main():
         "disable_eviction": {"type": "bool", "default": False},
         "progress_interval": {"type": "int", "default": 0},
         "workload_cluster": {"type": "dict", "default": {}},
+        "machine_controller": {"type": "str", "default": "auto", "choices": ["auto", "live", "absent"]},
+        "controller_grace": {"type": "int", "default": 10},
     }
     module = new_module(
         argument_spec,

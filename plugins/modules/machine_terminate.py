@@ -139,6 +139,7 @@ options:
 extends_documentation_fragment:
   - kubernetes.core.k8s_auth_options
   - lifecycle.machine.workload
+  - lifecycle.machine.machine_controller
 requirements:
   - python >= 3.11
   - kubernetes >= 24.2.0
@@ -207,6 +208,21 @@ EXAMPLES = r"""
 """
 
 RETURN = r"""
+carried_out_by:
+  description:
+    - V(controller) when the Machine is being deleted by its live controller (see O(machine_controller)) - then
+      nothing was deleted or released; the task followed the controller until the Machine was gone (C(completed)).
+  returned: when the Machine's controller carries out its deletion
+  type: str
+  sample: controller
+controller:
+  description: The name the Machine's controller writes its status under (e.g. C(capi-manager)).
+  returned: when the Machine's controller carries out its deletion
+  type: str
+controller_progress:
+  description: Where the controller stands (C(phase), C(drained), C(reason), C(message)).
+  returned: when the Machine's controller carries out its deletion
+  type: dict
 machine:
   description: The Machine as the run left it.
   returned: always
@@ -384,6 +400,8 @@ def main():
         "rules": {"type": "list", "elements": "dict"},
         "use_cluster_rules": {"type": "bool", "default": True},
         "workload_cluster": {"type": "dict", "default": {}},
+        "machine_controller": {"type": "str", "default": "auto", "choices": ["auto", "live", "absent"]},
+        "controller_grace": {"type": "int", "default": 10},
     }
     argument_spec.update(copy.deepcopy(WAIT_ARGUMENT_SPEC))
     module = new_module(argument_spec, supports_check_mode=True)

@@ -18,6 +18,7 @@ import re
 from dataclasses import dataclass, field
 
 from ansible_collections.lifecycle.machine.plugins.module_utils._drain.logic import normalize_rules
+from ansible_collections.lifecycle.machine.plugins.module_utils._machine.controller import AUTO, DEFAULT_GRACE, SETTINGS
 from ansible_collections.lifecycle.machine.plugins.module_utils._options.logic import Bound, bound_errors, invalid_names, invalid_options, seconds
 from ansible_collections.lifecycle.machine.plugins.module_utils._workload.logic import WorkloadSettings, workload_settings
 
@@ -39,6 +40,7 @@ BOUNDS = (
     *seconds("progress_interval"),
     *seconds("wait_sleep", least=1),
     *seconds("grace_period"),
+    *seconds("controller_grace"),
 )
 
 
@@ -74,6 +76,8 @@ ENTRY_FIELDS = frozenset(
         "changed",
         "drain",
         "terminate",
+        "carried_out_by",
+        "controller",
     )
 )
 
@@ -100,6 +104,9 @@ class DeleteRequest:
     check_mode: bool = False
     # How the Nodes of Cluster API Machines are reached (their workload clusters).
     workload: WorkloadSettings = field(default_factory=WorkloadSettings)
+    # Who carries out each deletion: the Machine's live controller, or the collection (_machine/controller.py).
+    machine_controller: str = AUTO
+    controller_grace: int = DEFAULT_GRACE
 
     @classmethod
     def from_params(cls, params: dict, check_mode: bool, now: float) -> DeleteRequest:
@@ -124,6 +131,8 @@ class DeleteRequest:
             concurrency=params["concurrency"],
             check_mode=check_mode,
             workload=workload,
+            machine_controller=params.get("machine_controller") or AUTO,
+            controller_grace=DEFAULT_GRACE if params.get("controller_grace") is None else params["controller_grace"],
         )
 
 
@@ -147,6 +156,9 @@ def option_errors(params: dict) -> list[str]:
         if key in seen:
             errors.append(f"Machine {key} is given twice")
         seen.add(key)
+    setting = params.get("machine_controller")
+    if setting is not None and setting not in SETTINGS:
+        errors.append(f"machine_controller must be one of {', '.join(SETTINGS)} (got {setting!r})")
     return errors + bound_errors(params, BOUNDS)
 
 
@@ -209,6 +221,9 @@ class Outcome:
     cluster: str | None = None
     drain: dict | None = None
     terminate: dict | None = None
+    # Who carries out the deletion (controller / collection) and the controller's field manager when seen.
+    carried_out_by: str | None = None
+    controller: str | None = None
 
     @property
     def key(self) -> str:
@@ -226,6 +241,8 @@ class Outcome:
             "changed": self.changed,
             "drain": self.drain,
             "terminate": self.terminate,
+            "carried_out_by": self.carried_out_by,
+            "controller": self.controller,
         }
 
 

@@ -33,7 +33,24 @@ from ansible_collections.lifecycle.machine.plugins.module_utils._drain.run impor
 from ansible_collections.lifecycle.machine.plugins.module_utils._errors import MachineError
 from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.client import KubeApi
 from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.errors import ApiError, Cancelled
-from ansible_collections.lifecycle.machine.plugins.module_utils._machine.api import machine_api_versions, node_steps_skip_reason, require_namespace
+from ansible_collections.lifecycle.machine.plugins.module_utils._machine.api import (
+    actor_of,
+    follow_controller,
+    get_machine,
+    machine_api_versions,
+    node_steps_skip_reason,
+    require_namespace,
+)
+from ansible_collections.lifecycle.machine.plugins.module_utils._machine.controller import (
+    COLLECTION,
+    CONTROLLER,
+    Actor,
+    controller_progress,
+    following_message,
+    predicted_actor,
+    timeout_message,
+    who_deletes,
+)
 from ansible_collections.lifecycle.machine.plugins.module_utils._machine.flavour import flavour_for
 from ansible_collections.lifecycle.machine.plugins.module_utils._machine.selection import MachineSelection
 from ansible_collections.lifecycle.machine.plugins.module_utils._mark.run import mark_for_deletion
@@ -54,6 +71,9 @@ class MachineDeletion:
         self.outcome = Outcome(machine=dict(machine))
         # Set while the Machine's workload cluster does not answer: the phase is tried again.
         self.unreachable: tuple[str, int] | None = None
+        # When this task marked the Machine (epoch seconds); the Machine as last read.
+        self.marked_at: float | None = None
+        self.current: dict | None = None
 
     @property
     def key(self) -> str:
@@ -75,8 +95,14 @@ class MachineDeletion:
                 self.unreachable = None
                 if not self.mark():
                     outcome.status, outcome.step, outcome.message = DONE, "release", "the Machine is gone"
-                elif self.drain() and not self.request.check_mode:
-                    self.terminate()
+                else:
+                    actor = self.actor()
+                    if actor is None:
+                        pass  # undecided when this call's slice ended, or gone meanwhile: the outcome says so
+                    elif actor.controller:
+                        self.follow(actor)
+                    elif self.drain() and not self.request.check_mode and not self.controller_took_over():
+                        self.terminate()
                 if not self.retry_unreachable():
                     break
         except Cancelled as exc:
@@ -128,13 +154,89 @@ class MachineDeletion:
     def mark(self) -> bool:
         """Mark the Machine for deletion (held by the flavour's finalizer); False when it is gone."""
         selection = MachineSelection(machine=self.machine["name"], namespace=self.machine["namespace"], api_version=self.machine.get("api_version"))
+        asked_at = time.time()
         marked = mark_for_deletion(self.api, selection, self.request.check_mode, vet=self.vet)
         entry = marked["machines"][0]
+        if entry["action"] == "marked":
+            self.marked_at = asked_at
         self.outcome.changed |= marked["changed"]
         self.outcome.flavour = entry.get("flavour")
         self.outcome.cluster = entry.get("cluster")
         self.outcome.step = "mark"
         return entry["action"] != "absent"
+
+    def read(self) -> dict | None:
+        self.current = get_machine(self.api, self.machine["namespace"], self.machine["name"], self.machine.get("api_version"))
+        return self.current
+
+    def decided(self, actor: Actor) -> Actor:
+        self.outcome.carried_out_by = actor.who
+        self.outcome.controller = actor.manager or None
+        return actor
+
+    def actor(self) -> Actor | None:
+        """Who carries out this Machine's deletion (``machine_controller``); None when
+        this call ends before that is known (the outcome then says why)."""
+        request, outcome = self.request, self.outcome
+        machine = self.read()
+        if machine is None:
+            outcome.status, outcome.step, outcome.message = DONE, "release", "the Machine is gone"
+            return None
+        if request.check_mode:
+            return self.decided(predicted_actor(machine, request.machine_controller))
+        deadline = None
+        if self.slice_end is not None:
+            deadline = self.api.monotonic() + max(0.0, self.slice_end - time.monotonic())
+        self.current, actor = actor_of(self.api, machine, request.machine_controller, request.controller_grace, marked_at=self.marked_at, deadline=deadline)
+        if actor.who not in (CONTROLLER, COLLECTION):
+            outcome.status, outcome.step, outcome.message = IN_PROGRESS, DRAIN, actor.reason[:1].upper() + actor.reason[1:]
+            return None
+        return self.decided(actor)
+
+    def controller_took_over(self) -> bool:
+        """Between the drain and the termination, once more: a controller that
+        answered late (auto) carries out the rest, followed, not raced."""
+        if self.request.machine_controller != "auto" or self.outcome.status in (FAILED, DONE):
+            return False
+        machine = self.read()
+        if machine is None:
+            return False
+        actor = who_deletes(machine, self.request.machine_controller, self.request.controller_grace, time.time(), marked_at=self.marked_at)
+        if not actor.controller:
+            return False
+        self.follow(self.decided(actor))
+        return True
+
+    def follow(self, actor: Actor) -> None:
+        """The Machine's live controller carries out the deletion: follow it through
+        the conditions it writes, phase by phase, within the phases' budgets; write nothing."""
+        request, outcome = self.request, self.outcome
+        machine = self.current
+        if request.check_mode:
+            outcome.status, outcome.step = PLANNED, "mark"
+            outcome.message = f"would mark it for deletion; {actor.reason}"
+            return
+        flavour = flavour_for(machine) if machine is not None else None
+        while True:
+            progress = controller_progress(machine, flavour) if flavour is not None else controller_progress(None, None)
+            if progress["phase"] == "gone":
+                outcome.status, outcome.step = DONE, "release"
+                outcome.message = f"deleted by its controller{f' ({actor.manager})' if actor.manager else ''}"
+                outcome.drain = {**(outcome.drain or {}), "completed": True, "carried_out_by": CONTROLLER}
+                return
+            phase = progress["phase"]
+            if phase == TERMINATE:
+                outcome.drain = {**(outcome.drain or {}), "completed": True, "carried_out_by": CONTROLLER}
+            outcome.step = phase
+            timeout = request.drain_timeout if phase == DRAIN else request.terminate_timeout
+            seconds, final = self.seconds(phase, timeout)
+            machine, progress, done = follow_controller(self.api, machine, flavour, phase, self.api.monotonic() + seconds)
+            if done:
+                continue
+            if final and budget_left(self.clock, self.key, phase, timeout, time.time()) <= 0:
+                raise MachineError(timeout_message(actor, progress, timeout))
+            outcome.status, outcome.message = IN_PROGRESS, following_message(actor, progress)
+            return
 
     def drain(self) -> bool:
         """The preDrain gate and the drain; True when they are behind the Machine."""
@@ -153,6 +255,7 @@ class MachineDeletion:
             grace_period=request.grace_period,
             check_mode=request.check_mode,
             workload=request.workload,
+            machine_controller="absent",  # decided already (actor): the collection carries it out
         )
         try:
             result = run_drain(self.api, drain_request)
@@ -194,6 +297,7 @@ class MachineDeletion:
             rules=list(request.rules),
             use_cluster_rules=request.use_cluster_rules,
             workload=request.workload,
+            machine_controller="absent",  # decided already (actor): the collection carries it out
         )
         try:
             result = terminate_machine(self.api, terminate_request)

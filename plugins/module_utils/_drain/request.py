@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from ansible_collections.lifecycle.machine.plugins.module_utils._machine.controller import AUTO, DEFAULT_GRACE
 from ansible_collections.lifecycle.machine.plugins.module_utils._options.logic import check_options, empty_names, invalid_names, seconds
 from ansible_collections.lifecycle.machine.plugins.module_utils._workload.logic import WorkloadSettings, workload_settings
 
@@ -14,7 +15,7 @@ DRAINED, CORDONED, UNCORDONED = "drained", "cordoned", "uncordoned"
 # The verb of each state, as skip messages say it ("Drain skipped: ...").
 ACTIONS = {DRAINED: "Drain", CORDONED: "Cordon", UNCORDONED: "Uncordon"}
 # wait_sleep 0 counts as 1 (docs of the option); progress_interval 0 drains until done; grace_period 0 kills at once.
-BOUNDS = seconds("wait_timeout", "wait_sleep", "progress_interval", "grace_period")
+BOUNDS = seconds("wait_timeout", "wait_sleep", "progress_interval", "grace_period", "controller_grace")
 
 
 @dataclass
@@ -37,6 +38,9 @@ class DrainRequest:
     check_mode: bool = False
     # How the Node of a Cluster API Machine is reached (its workload cluster).
     workload: WorkloadSettings = field(default_factory=WorkloadSettings)
+    # Who drains a Machine being deleted: its live controller (followed) or the collection (_machine/controller.py).
+    machine_controller: str = AUTO
+    controller_grace: int = DEFAULT_GRACE
 
     @classmethod
     def from_params(cls, params: dict[str, Any], check_mode: bool) -> DrainRequest:
@@ -60,6 +64,8 @@ class DrainRequest:
             progress_interval=params.get("progress_interval") or 0,
             check_mode=check_mode,
             workload=workload,
+            machine_controller=params.get("machine_controller") or AUTO,
+            controller_grace=DEFAULT_GRACE if params.get("controller_grace") is None else params["controller_grace"],
         )
 
     @property

@@ -53,6 +53,7 @@ from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.client impo
 from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.errors import ApiError, Cancelled, ran_out_of_time, unanswered_cluster
 from ansible_collections.lifecycle.machine.plugins.module_utils._machine.api import (
     DeletionRecorder,
+    followed_deletion,
     get_cluster,
     get_machine,
     node_steps_skip_reason,
@@ -67,6 +68,7 @@ from ansible_collections.lifecycle.machine.plugins.module_utils._machine.conditi
     STAGE_PRE_DRAIN,
     Stage,
 )
+from ansible_collections.lifecycle.machine.plugins.module_utils._machine.controller import ABSENT
 from ansible_collections.lifecycle.machine.plugins.module_utils._machine.flavour import Flavour, Hook, flavour_for, machine_label
 from ansible_collections.lifecycle.machine.plugins.module_utils._timeutil import now
 from ansible_collections.lifecycle.machine.plugins.module_utils._workload import api as workload
@@ -574,5 +576,15 @@ class DrainRun:
 
 
 def run_drain(api: KubeApi, request: DrainRequest) -> dict:
-    """Run one machine_drain task; the module result, or MachineError with the partial result."""
+    """Run one machine_drain task; the module result, or MachineError with the partial result.
+    A Machine being deleted by its live controller is not drained: the controller's drain is followed."""
+    if request.machine and request.namespace and request.state == DRAINED and request.machine_controller != ABSENT:
+        normalize_rules(request.rules)  # bad inline rules fail before anything is read
+        machine = get_machine(api, request.namespace, request.machine, request.api_version)
+        followed = followed_deletion(
+            api, machine, request.machine_controller, request.controller_grace, "drain", wait=request.waits, wait_timeout=request.wait_timeout
+        )
+        if followed is not None:
+            node = flavour_for(machine).node_name(machine) if machine is not None else None
+            return {**followed, "node": node, "evicted": [], "api_requests": api.total_requests}
     return DrainRun(api, request).run()

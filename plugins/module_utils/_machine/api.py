@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import datetime as _dt
 import json
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -19,6 +20,17 @@ from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.client impo
 from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.errors import ApiError
 from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.paths import resource_path
 from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.watch import wait_for_object
+from ansible_collections.lifecycle.machine.plugins.module_utils._machine.controller import (
+    ABSENT,
+    COLLECTION,
+    CONTROLLER,
+    UNDECIDED,
+    Actor,
+    controller_progress,
+    following_message,
+    timeout_message,
+    who_deletes,
+)
 from ansible_collections.lifecycle.machine.plugins.module_utils._machine.flavour import (
     CAPI_CLUSTER_NAME_LABEL,
     CAPI_CONTROL_PLANE_LABEL,
@@ -26,6 +38,7 @@ from ansible_collections.lifecycle.machine.plugins.module_utils._machine.flavour
     OPENSHIFT_GROUP,
     Flavour,
     ObjectRef,
+    flavour_for,
     is_deleting,
     machine_label,
 )
@@ -364,3 +377,86 @@ class DeletionRecorder:
             self.machine, sent = update_with_retry(self.api, self.machine, build, status=status, dry_run=self.dry_run)
             self.changed = self.changed or sent is not None
         return started_at(self.machine) or stamp
+
+
+def actor_of(
+    api: KubeApi, machine: dict, setting: str, grace: float, *, marked_at: float | None = None, deadline: float | None = None
+) -> tuple[dict | None, Actor]:
+    """Who carries out the deletion of ``machine`` (read after it was marked):
+    with ``machine_controller: auto`` and a controller that served the Machine
+    before, waits (watching) up to ``grace`` seconds from the deletion, and no
+    longer than ``deadline`` (an ``api.monotonic()`` value), for it to answer.
+    Returns the Machine as last seen (None when it went meanwhile) and the Actor."""
+    actor = who_deletes(machine, setting, grace, time.time(), marked_at=marked_at)
+    if actor.who != UNDECIDED:
+        return machine, actor
+    wait = max(0.0, (actor.wait_until or 0.0) - time.time())
+    until = api.monotonic() + wait
+    if deadline is not None:
+        until = min(until, deadline)
+
+    def answered(current: dict | None) -> bool:
+        return current is None or who_deletes(current, setting, grace, time.time(), marked_at=marked_at).who == CONTROLLER
+
+    current, _done = wait_for_machine(api, machine, answered, until)
+    if current is None:
+        return None, Actor(CONTROLLER, "the Machine went while its controller was being looked for", manager=actor.manager)
+    now = time.time()
+    if deadline is None or api.monotonic() < deadline:
+        now = max(now, actor.wait_until or 0.0)  # the grace is over, not the caller's time
+    return current, who_deletes(current, setting, grace, now, marked_at=marked_at)
+
+
+def follow_controller(api: KubeApi, machine: dict, flavour: Flavour, phase: str, deadline: float) -> tuple[dict | None, dict, bool]:
+    """Follow a live controller's deletion of ``machine`` until ``phase``
+    (``drain``: the drain is behind it; ``terminate``: the Machine is gone) is
+    done or ``deadline`` (an ``api.monotonic()`` value) passes. Writes nothing.
+    Returns (the Machine as last seen or None, its progress, whether the phase is done)."""
+
+    def done(current: dict | None) -> bool:
+        progress = controller_progress(current, flavour)
+        return progress["phase"] == "gone" or (phase == "drain" and progress["drained"])
+
+    if done(machine):
+        return machine, controller_progress(machine, flavour), True
+    current, finished = wait_for_machine(api, machine, done, deadline)
+    return current, controller_progress(current, flavour), finished
+
+
+def followed_deletion(api: KubeApi, machine: dict | None, setting: str, grace: float, phase: str, *, wait: bool, wait_timeout: float) -> dict | None:
+    """For machine_drain (``phase`` drain) and machine_terminate (``phase``
+    terminate) on a Machine being deleted: None when the collection carries the
+    deletion out (the step runs as usual); otherwise the live controller is
+    followed - nothing is written - until the phase is behind it (or, without
+    ``wait``, as it stands now), and the part of the result that says so.
+    MachineError when the controller does not finish the phase in ``wait_timeout``
+    seconds, or is still being looked for when the time is up."""
+    if machine is None or not is_deleting(machine) or setting == ABSENT:
+        return None
+    deadline = api.monotonic() + (wait_timeout if wait else 0)
+    current, actor = actor_of(api, machine, setting, grace, deadline=deadline)
+    if actor.who == COLLECTION:
+        return None
+    flavour = flavour_for(machine)
+    if actor.who == UNDECIDED:
+        raise MachineError(f"Machine {machine_key(machine)}: {actor.reason}; nothing was done, run again", carried_out_by=UNDECIDED)
+    if current is None:
+        progress, done = controller_progress(None, flavour), True
+    else:
+        current, progress, done = follow_controller(api, current, flavour, phase, deadline)
+    result = {
+        "changed": False,
+        "carried_out_by": CONTROLLER,
+        "controller": actor.manager or None,
+        "completed": done,
+        "message": following_message(actor, progress) if progress["phase"] != "gone" else f"deleted by its controller ({actor.manager})",
+        "controller_progress": progress,
+    }
+    if not done and wait:
+        raise MachineError(f"Machine {machine_key(machine)}: {timeout_message(actor, progress, int(wait_timeout))}", timed_out=True, **result)
+    return result
+
+
+def machine_key(machine: dict) -> str:
+    meta = machine.get("metadata") or {}
+    return f"{meta.get('namespace')}/{meta.get('name')}"

@@ -27,6 +27,7 @@ from ansible_collections.lifecycle.machine.plugins.module_utils._machine.conditi
     STAGE_VOLUMES_DETACHED,
     Stage,
 )
+from ansible_collections.lifecycle.machine.plugins.module_utils._machine.controller import AUTO, DEFAULT_GRACE
 from ansible_collections.lifecycle.machine.plugins.module_utils._machine.flavour import (
     OPENSHIFT,
     PRE_DRAIN,
@@ -44,7 +45,7 @@ from ansible_collections.lifecycle.machine.plugins.module_utils._timeutil import
 from ansible_collections.lifecycle.machine.plugins.module_utils._workload.logic import WorkloadSettings, workload_settings
 
 # wait_timeout 0 waits for nothing; a wait_sleep of 0 would read the volumes without pause.
-BOUNDS = (*seconds("wait_timeout"), *seconds("wait_sleep", least=1))
+BOUNDS = (*seconds("wait_timeout", "controller_grace"), *seconds("wait_sleep", least=1))
 
 
 @dataclass(frozen=True)
@@ -63,6 +64,9 @@ class TerminateRequest:
     check_mode: bool = False
     # How the Node of a Cluster API Machine is reached (its workload cluster).
     workload: WorkloadSettings = field(default_factory=WorkloadSettings)
+    # Who terminates a Machine being deleted: its live controller (followed) or the collection (_machine/controller.py).
+    machine_controller: str = AUTO
+    controller_grace: int = DEFAULT_GRACE
 
     @classmethod
     def from_params(cls, params: dict, check_mode: bool) -> TerminateRequest:
@@ -82,6 +86,8 @@ class TerminateRequest:
             use_cluster_rules=params["use_cluster_rules"],
             check_mode=check_mode,
             workload=workload,
+            machine_controller=params.get("machine_controller") or AUTO,
+            controller_grace=DEFAULT_GRACE if params.get("controller_grace") is None else params["controller_grace"],
         )
 
 

@@ -17,7 +17,7 @@ from ansible_collections.lifecycle.machine.plugins.module_utils._errors import M
 from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.client import KubeApi
 from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.errors import ApiError, Cancelled, ran_out_of_time, unanswered_cluster
 from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.watch import wait_until_gone
-from ansible_collections.lifecycle.machine.plugins.module_utils._machine.api import get_machine, refresh, require_namespace, wait_for_machine
+from ansible_collections.lifecycle.machine.plugins.module_utils._machine.api import followed_deletion, get_machine, refresh, require_namespace, wait_for_machine
 from ansible_collections.lifecycle.machine.plugins.module_utils._machine.flavour import PRE_TERMINATE, flavour_for, machine_label
 from ansible_collections.lifecycle.machine.plugins.module_utils._terminate import api as terminate_api
 from ansible_collections.lifecycle.machine.plugins.module_utils._terminate.logic import (
@@ -294,4 +294,11 @@ def terminate_machine(api: KubeApi, request: TerminateRequest) -> dict:
         # Already terminated and released: a second run has nothing to do - unless no Machine can be there.
         require_namespace(api, request.namespace)
         return gone_result(request.namespace, request.machine, request.api_version, now())
+    # A Machine being deleted by its live controller: the controller's termination is followed, nothing written.
+    followed = followed_deletion(
+        api, machine, request.machine_controller, request.controller_grace, "terminate", wait=request.wait, wait_timeout=request.wait_timeout
+    )
+    if followed is not None:
+        gone = followed["controller_progress"]["phase"] == "gone"
+        return {**followed, "released": gone, "gone": gone, "steps": [], "actions": []}
     return Termination(api, machine, request, started=started).run()

@@ -11,6 +11,7 @@ import pytest
 from ansible_collections.lifecycle.machine.plugins.module_utils._delete import run as delete_run
 from ansible_collections.lifecycle.machine.plugins.module_utils._delete.logic import DRAIN, FAILED, IN_PROGRESS, DeleteRequest
 from ansible_collections.lifecycle.machine.plugins.module_utils._errors import MachineError
+from ansible_collections.lifecycle.machine.plugins.module_utils._machine.controller import COLLECTION, Actor
 
 MACHINE = {"name": "a", "namespace": "ns", "api_version": None}
 API_ERROR = "Failed to drain Node a: GET Node a: 503 etcdserver: request timed out (gave up after 3 attempts in 1.2 s)"
@@ -18,6 +19,7 @@ API_ERROR = "Failed to drain Node a: GET Node a: 503 etcdserver: request timed o
 
 def deletion(monkeypatch, *, slice_seconds: float, drain_timeout: int = 600) -> delete_run.MachineDeletion:
     monkeypatch.setattr(delete_run.MachineDeletion, "mark", lambda self: True)
+    monkeypatch.setattr(delete_run.MachineDeletion, "actor", lambda self: Actor(COLLECTION, "no controller"))
 
     def drain_that_ran_out_of_time(_api, _request):
         raise MachineError(API_ERROR, message=API_ERROR, timed_out=True, changed=True)
