@@ -87,10 +87,11 @@ molecule: venv tools
 
 test: lint sanity unit integration molecule
 
-# The collection beside the real Cluster API and OpenShift machine controllers
-# (tests/integration/test_real_controllers.py), each on control planes of its own.
+# The collection beside the real Cluster API and OpenShift machine controllers (every
+# test marked real_controllers: tests/integration/test_real_controllers.py,
+# test_live_controller.py, ...), each on control planes of its own.
 conformance: venv tools controllers
-	LIFECYCLE_MACHINE_CONFORMANCE=1 $(BIN)/pytest -q -p no:cacheprovider -rs tests/integration/test_real_controllers.py
+	LIFECYCLE_MACHINE_CONFORMANCE=1 $(BIN)/pytest -q -p no:cacheprovider -rs -m real_controllers tests/integration
 
 demo: venv tools
 	$(BIN)/python hack/demo.py
