@@ -14,13 +14,15 @@ from __future__ import annotations
 
 import datetime as _dt
 import json
+import subprocess
+import sys
 import time
 from pathlib import Path
 
 import controllers
 import pytest
 import realctl
-from conftest import read_audit_log, run_module_with
+from conftest import REPO, ansible_env, read_audit_log, run_module_with
 from khelpers import wait_for
 
 from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.client import api_from_kubeconfig
@@ -202,3 +204,37 @@ def test_machine_drain_and_machine_terminate_follow_a_live_openshift_controller(
     # preTerminate hook (a patch, sent again after a conflict with the controller's status write).
     ours = _writes_by(audit, OURS, "machines", namespace, worker, since=since)
     assert ours and set(ours) <= {"patch"}, ours
+
+
+def test_the_delete_machine_playbook_follows_a_live_openshift_controller_without_provider_tasks(mapi_plane: dict) -> None:
+    """As an AWX job runs it: ``machine_controller=live`` needs no provider tasks (the
+    controller's actuator terminates the instance); with ``auto`` and none, the role
+    refuses before anything is touched, naming both ways out."""
+    state_dir = Path(mapi_plane["state_dir"])
+    kubeconfig = state_dir / "kubeconfig"
+    kube = api_from_kubeconfig(str(kubeconfig))
+    namespace, worker = "play-mapi", "worker-0"
+    machines = f"/apis/machine.openshift.io/v1beta1/namespaces/{namespace}/machines"
+    realctl.create_namespace(kube, namespace)
+    realctl.create(kube, controllers.mapi_machine(worker, namespace))
+    provider_id = wait_for(lambda: (kube.get(f"{machines}/{worker}") or {}).get("spec", {}).get("providerID"), timeout=60, what="spec.providerID")
+    realctl.kwok_node(kube, worker, provider_id)
+    realctl.running_pod(kube, namespace, "app-0", worker)
+    wait_for(lambda: (kube.get(f"{machines}/{worker}") or {}).get("status", {}).get("phase") == "Running", timeout=90, what="phase Running")
+
+    def playbook(**extra: object) -> subprocess.CompletedProcess:
+        command = [str(Path(sys.executable).parent / "ansible-playbook"), "-i", "localhost,", "-c", "local", str(REPO / "playbooks" / "delete_machine.yml")]
+        command += ["-e", json.dumps({"machine_name": worker, "machine_namespace": namespace, "progress_interval": 5, **extra})]
+        env = {**ansible_env(str(kubeconfig)), "ANSIBLE_PYTHON_INTERPRETER": sys.executable}
+        return subprocess.run(command, capture_output=True, text=True, env=env, timeout=300, check=False)
+
+    refused = playbook()
+    assert refused.returncode != 0 and "delete_machine_machine_controller: live" in refused.stdout, refused.stdout[-3000:]
+    assert not (kube.get(f"{machines}/{worker}") or {}).get("metadata", {}).get("deletionTimestamp"), "refused, yet marked"
+
+    done = playbook(machine_controller="live")
+    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
+    assert f"{namespace}/{worker}: done at release" in done.stdout, done.stdout[-4000:]
+    assert kube.get(f"{machines}/{worker}") is None and kube.get(f"/api/v1/nodes/{worker}") is None
+    evicted = _evicted_by(state_dir / "audit.log", namespace)
+    assert _agents(evicted, OURS) == [] and _agents(evicted, "mapi-controller") == ["app-0"], evicted
