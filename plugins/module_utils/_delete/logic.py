@@ -288,6 +288,9 @@ def progress_lines(outcomes: list[Outcome], elapsed: float) -> list[str]:
         detail = outcome.message if outcome.status in (IN_PROGRESS, FAILED, AWAITING_INSTANCE) else ""
         if detail.startswith("Drain not completed yet"):
             lines.extend(f"    {line}" for line in detail.splitlines()[1:6] if line.strip())
+        elif outcome.carried_out_by == "controller" and detail:
+            # A live controller's own account, as it wrote it: the first line, then what it lists.
+            lines.extend(f"    {line}" for line in detail.splitlines()[:6] if line.strip())
         elif detail:
             lines.append(f"    {detail.splitlines()[0]}")
     return lines

@@ -162,17 +162,20 @@ def controller_progress(machine: dict | None, flavour: Flavour) -> dict:
         return {"phase": TERMINATE if drained else DRAIN, "drained": drained, "reason": phase, "message": f"phase {phase}"}
     deleting = _condition(flavour.v1beta2_conditions(machine), "Deleting")
     reason = str(deleting.get("reason") or "")
-    text = _first_line(str(deleting.get("message") or ""))
+    full = str(deleting.get("message") or "").strip()
+    text = _first_line(full)
     if reason and reason not in CAPI_DRAIN_REASONS and reason != "NotDeleting":
         drained = True
     message = f"{reason}: {text}" if reason and text else (reason or "waiting for the controller to report")
-    return {"phase": TERMINATE if drained else DRAIN, "drained": drained, "reason": reason, "message": message}
+    # What the controller lists under its first line (the Pods a drain waits for, say), at most five lines.
+    details = [line.rstrip() for line in full.splitlines()[1:] if line.strip()][:5]
+    return {"phase": TERMINATE if drained else DRAIN, "drained": drained, "reason": reason, "message": message, "details": details}
 
 
 def following_message(actor: Actor, progress: dict) -> str:
     """The line an operator reads while the controller carries a Machine's deletion out."""
     who = f"its controller ({actor.manager})" if actor.manager else "its controller"
-    return f"{who} is deleting it: {progress['message']}"
+    return "\n".join([f"{who} is deleting it: {progress['message']}", *progress.get("details", [])])
 
 
 def timeout_message(actor: Actor, progress: dict, timeout: int) -> str:

@@ -7,13 +7,14 @@ import datetime as _dt
 
 import pytest
 
-from ansible_collections.lifecycle.machine.plugins.module_utils._delete.logic import DeleteRequest, option_errors
+from ansible_collections.lifecycle.machine.plugins.module_utils._delete.logic import IN_PROGRESS, DeleteRequest, Outcome, option_errors, progress_lines
 from ansible_collections.lifecycle.machine.plugins.module_utils._errors import MachineError
 from ansible_collections.lifecycle.machine.plugins.module_utils._machine.controller import (
     COLLECTION,
     CONTROLLER,
     UNDECIDED,
     controller_progress,
+    following_message,
     predicted_actor,
     status_writers,
     timeout_message,
@@ -127,3 +128,16 @@ def test_machine_delete_refuses_an_unknown_setting_and_a_negative_grace() -> Non
     assert (request.machine_controller, request.controller_grace) == ("live", 3)
     with pytest.raises(MachineError):
         DeleteRequest.from_params({**params, "machine_controller": "maybe"}, False, DELETED_AT)
+
+
+def test_a_followed_drain_shows_what_the_controller_lists_in_the_progress_lines() -> None:
+    message = "Drain not completed yet (started at 2026-11-26T06:00:01Z):\n* Pod apps/web-1: cannot evict pod as it would violate the pod's disruption budget."
+    draining = machine(status={"conditions": [{"type": "Deleting", "status": "True", "reason": "DrainingNode", "message": message}]})
+    actor = who_deletes(draining, "live", 0, 0)
+    outcome = Outcome(machine={"name": "m", "namespace": "ns"}, status=IN_PROGRESS, step="drain", carried_out_by=CONTROLLER)
+    outcome.message = following_message(actor, controller_progress(draining, flavour_for(draining)))
+    assert progress_lines([outcome], 5)[1:] == [
+        "ns/m: in progress at drain",
+        "    its controller is deleting it: DrainingNode: Drain not completed yet (started at 2026-11-26T06:00:01Z)",
+        "    * Pod apps/web-1: cannot evict pod as it would violate the pod's disruption budget.",
+    ]
