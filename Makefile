@@ -89,7 +89,7 @@ test: lint sanity unit integration molecule
 
 # The collection beside the real Cluster API and OpenShift machine controllers (every
 # test marked real_controllers: tests/integration/test_real_controllers.py,
-# test_live_controller.py, ...), each on control planes of its own.
+# test_live_controller.py, the differential set test_conformance.py, ...), each on control planes of its own.
 conformance: venv tools controllers
 	LIFECYCLE_MACHINE_CONFORMANCE=1 $(BIN)/pytest -q -p no:cacheprovider -rs -m real_controllers tests/integration
 

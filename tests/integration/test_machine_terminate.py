@@ -591,7 +591,10 @@ def test_failed_node_deletion_is_reported_then_given_up_after_the_timeout(flavou
     events = kube.list(f"/api/v1/namespaces/{machine['namespace']}/events", field_selector=f"involvedObject.name={machine['name']}")
     failed = [e for e in events if e["reason"] == "FailedDeleteNode"]
     assert failed and failed[0]["type"] == "Warning"
-    assert failed[0]["message"].startswith("error deleting Machine's node: ") and "this Node may not be deleted" in failed[0]["message"]
+    assert (
+        failed[0]["message"].startswith(f"error deleting Machine's Node: error deleting node {machine['node']}: ")
+        and "this Node may not be deleted" in failed[0]["message"]
+    )
     assert kube.get(machine["path"]) is not None and kube.get(machine["infrastructure"]) is None
 
     # Once the Machine's node deletion timeout has passed since its deletionTimestamp, the workflow goes on without it.

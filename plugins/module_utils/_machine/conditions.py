@@ -187,7 +187,35 @@ _CAPI_V1BETA1 = {
     STAGE_PRE_TERMINATE: [("PreTerminateDeleteHookSucceeded", "False", "WaitingExternalHook", None, SEVERITY_INFO)],
 }
 _PRE_TERMINATE_OK = [("PreTerminateDeleteHookSucceeded", "True", "", "", "")]
-_CAPI_V1BETA1[STAGE_NODE_DELETE_FAILED] = [*_PRE_TERMINATE_OK, ("NodeHealthy", "False", "DeletionFailed", None, SEVERITY_WARNING)]
+# From the termination on, as the Machine controller does: NodeHealthy False Deleting once the
+# infrastructure is being deleted; InfrastructureReady False Deleted once it is gone (and with
+# it Ready, see capi_ready_summary).
+_NODE_DELETING = ("NodeHealthy", "False", "Deleting", None, SEVERITY_INFO)
+_INFRASTRUCTURE_GONE = [("InfrastructureReady", "False", "Deleted", None, SEVERITY_INFO)]
+_CAPI_V1BETA1[STAGE_INFRASTRUCTURE] = [*_PRE_TERMINATE_OK, _NODE_DELETING]
+for _stage in (STAGE_BOOTSTRAP, STAGE_DELETING_NODE, STAGE_COMPLETED):
+    _CAPI_V1BETA1[_stage] = [*_PRE_TERMINATE_OK, *_INFRASTRUCTURE_GONE, _NODE_DELETING]
+_CAPI_V1BETA1[STAGE_NODE_DELETE_FAILED] = [*_PRE_TERMINATE_OK, *_INFRASTRUCTURE_GONE, ("NodeHealthy", "False", "DeletionFailed", None, SEVERITY_WARNING)]
+
+
+# The conditions the Machine controller summarises into Ready, in its order of precedence.
+_READY_INPUTS = ("InfrastructureReady", "BootstrapReady", "HealthCheckSucceeded", "OwnerRemediated", "DrainingSucceeded")
+_SEVERITY_RANK = {"Error": 0, SEVERITY_WARNING: 1, SEVERITY_INFO: 2}
+
+
+def capi_ready_summary(conditions: list[dict]) -> dict | None:
+    """The v1beta1 ``Ready`` condition as the Machine controller summarises it during a
+    deletion: False with the reason, severity and message of the first False input
+    (the most severe first, then in order of precedence), True when none is False;
+    None when no input condition exists."""
+    inputs = [c for name in _READY_INPUTS for c in conditions if c.get("type") == name]
+    if not inputs:
+        return None
+    failing = [c for c in inputs if c.get("status") == "False"]
+    if not failing:
+        return _condition("Ready", "True")
+    first = min(failing, key=lambda c: _SEVERITY_RANK.get(c.get("severity") or "", 3))
+    return _condition("Ready", "False", first.get("reason") or "", first.get("message") or "", first.get("severity") or "")
 
 
 def capi_v1beta1_conditions(current: list[dict], stage: Stage | None, now: _dt.datetime) -> list[dict]:
@@ -202,6 +230,9 @@ def capi_v1beta1_conditions(current: list[dict], stage: Stage | None, now: _dt.d
         else:
             message = stage.message or default_message
         result = set_v1beta1_condition(result, _condition(condition_type, status, reason, message, severity), now)
+    ready = capi_ready_summary(result)
+    if ready is not None:
+        result = set_v1beta1_condition(result, ready, now)
     return result
 
 
@@ -228,7 +259,9 @@ def capi_deleting_message(stage: Stage) -> str:
 
 
 # Stages that end a step rather than wait in one: the next waiting stage says where the deletion is.
-_STEP_DONE = (STAGE_DRAINED, STAGE_DRAIN_SKIPPED, STAGE_VOLUMES_DETACHED)
+# Deleting the Node is one of them: the Machine controller deletes it and releases the Machine in
+# the same reconcile, so DeletingNode only ever shows a failed Node deletion (STAGE_NODE_DELETE_FAILED).
+_STEP_DONE = (STAGE_DRAINED, STAGE_DRAIN_SKIPPED, STAGE_VOLUMES_DETACHED, STAGE_DELETING_NODE)
 
 
 # Failures are reported under the reason of the step that failed.

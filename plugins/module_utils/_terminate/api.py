@@ -287,7 +287,7 @@ def delete_node(api: KubeApi, machine: dict, flavour: Flavour, node_api: KubeApi
         return NodeDeletion(machine=machine)
     reason = error.message
     machine, written = record_stage(api, machine, flavour, Stage(STAGE_NODE_DELETE_FAILED))
-    emit_event(api, machine, "Warning", "FailedDeleteNode", f"error deleting Machine's node: {reason}")
+    emit_event(api, machine, "Warning", "FailedDeleteNode", f"error deleting Machine's Node: error deleting node {node_name}: {reason}")
     outcome = NodeDeletion(machine=machine, error=reason, written=[written] if written else [])
     deadline = node_deletion_deadline(machine, flavour)
     if deadline is not None and now() >= deadline:

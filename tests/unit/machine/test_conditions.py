@@ -25,6 +25,7 @@ from ansible_collections.lifecycle.machine.plugins.module_utils._machine.conditi
     Stage,
     capi_deleting_condition,
     capi_deleting_message,
+    capi_ready_summary,
     capi_v1beta1_conditions,
     hook_condition_type,
     openshift_conditions,
@@ -252,6 +253,40 @@ def test_openshift_other_stages_leave_drained_alone(stage) -> None:
 
 PRE_DRAIN_OK = {"type": "PreDrainDeleteHookSucceeded", "status": "True"}
 PRE_TERMINATE_OK = {"type": "PreTerminateDeleteHookSucceeded", "status": "True"}
+# Written from the termination on, as Cluster API v1.14.2 was seen to write them side by side.
+NODE_DELETING = {"type": "NodeHealthy", "status": "False", "severity": "Info", "reason": "Deleting"}
+INFRASTRUCTURE_DELETED = {"type": "InfrastructureReady", "status": "False", "severity": "Info", "reason": "Deleted"}
+READY_DELETED = {"type": "Ready", "status": "False", "severity": "Info", "reason": "Deleted"}
+
+
+@pytest.mark.parametrize(
+    ("conditions", "ready"),
+    [
+        ([], None),
+        ([{"type": "PreDrainDeleteHookSucceeded", "status": "False", "reason": "WaitingExternalHook", "severity": "Info"}], None),
+        ([{"type": "InfrastructureReady", "status": "True"}, {"type": "DrainingSucceeded", "status": "True"}], {"type": "Ready", "status": "True"}),
+        (
+            # The first False input in order of precedence wins among equals ...
+            [
+                {"type": "DrainingSucceeded", "status": "False", "reason": "Draining", "severity": "Info", "message": "m"},
+                {"type": "InfrastructureReady", "status": "False", "reason": "Deleted", "severity": "Info"},
+            ],
+            {"type": "Ready", "status": "False", "reason": "Deleted", "severity": "Info"},
+        ),
+        (
+            # ... but a more severe one comes first.
+            [
+                {"type": "InfrastructureReady", "status": "False", "reason": "Deleted", "severity": "Info"},
+                {"type": "DrainingSucceeded", "status": "False", "reason": "DrainingFailed", "severity": "Warning", "message": "boom"},
+            ],
+            {"type": "Ready", "status": "False", "reason": "DrainingFailed", "severity": "Warning", "message": "boom"},
+        ),
+    ],
+)
+def test_capi_ready_summarises_as_the_machine_controller(conditions, ready) -> None:
+    """Seen beside Cluster API v1.14.2: Ready follows DrainingSucceeded while draining and
+    InfrastructureReady once the infrastructure is deleted."""
+    assert capi_ready_summary(conditions) == ready
 
 
 @pytest.mark.parametrize(
@@ -264,6 +299,7 @@ PRE_TERMINATE_OK = {"type": "PreTerminateDeleteHookSucceeded", "status": "True"}
         (
             Stage(STAGE_DRAINING),
             [
+                {"type": "Ready", "status": "False", "severity": "Info", "reason": "Draining", "message": "Draining the node before deletion"},
                 {"type": "DrainingSucceeded", "status": "False", "severity": "Info", "reason": "Draining", "message": "Draining the node before deletion"},
                 PRE_DRAIN_OK,
             ],
@@ -271,6 +307,13 @@ PRE_TERMINATE_OK = {"type": "PreTerminateDeleteHookSucceeded", "status": "True"}
         (
             Stage(STAGE_DRAINING, "Drain not completed yet (started at 2026-01-01T00:00:00Z):\n* Pods web-1: cannot evict"),
             [
+                {
+                    "type": "Ready",
+                    "status": "False",
+                    "severity": "Info",
+                    "reason": "Draining",
+                    "message": "Drain not completed yet (started at 2026-01-01T00:00:00Z):\n* Pods web-1: cannot evict",
+                },
                 {
                     "type": "DrainingSucceeded",
                     "status": "False",
@@ -284,11 +327,12 @@ PRE_TERMINATE_OK = {"type": "PreTerminateDeleteHookSucceeded", "status": "True"}
         (
             Stage(STAGE_DRAIN_FAILED, "failed to cordon Node n-1"),
             [
+                {"type": "Ready", "status": "False", "severity": "Warning", "reason": "DrainingFailed", "message": "failed to cordon Node n-1"},
                 {"type": "DrainingSucceeded", "status": "False", "severity": "Warning", "reason": "DrainingFailed", "message": "failed to cordon Node n-1"},
                 PRE_DRAIN_OK,
             ],
         ),
-        (Stage(STAGE_DRAINED), [{"type": "DrainingSucceeded", "status": "True"}, PRE_DRAIN_OK]),
+        (Stage(STAGE_DRAINED), [{"type": "Ready", "status": "True"}, {"type": "DrainingSucceeded", "status": "True"}, PRE_DRAIN_OK]),
         (Stage(STAGE_DRAIN_SKIPPED), [PRE_DRAIN_OK]),
         (
             Stage(STAGE_VOLUMES),
@@ -308,14 +352,19 @@ PRE_TERMINATE_OK = {"type": "PreTerminateDeleteHookSucceeded", "status": "True"}
             Stage(STAGE_PRE_TERMINATE, "ignored"),
             [{"type": "PreTerminateDeleteHookSucceeded", "status": "False", "severity": "Info", "reason": "WaitingExternalHook"}],
         ),
-        (Stage(STAGE_INFRASTRUCTURE, kind="FakeMachine"), [PRE_TERMINATE_OK]),
-        (Stage(STAGE_BOOTSTRAP, kind="FakeBootstrapConfig"), [PRE_TERMINATE_OK]),
-        (Stage(STAGE_DELETING_NODE), [PRE_TERMINATE_OK]),
+        (Stage(STAGE_INFRASTRUCTURE, kind="FakeMachine"), [NODE_DELETING, PRE_TERMINATE_OK]),
+        (Stage(STAGE_BOOTSTRAP, kind="FakeBootstrapConfig"), [READY_DELETED, INFRASTRUCTURE_DELETED, NODE_DELETING, PRE_TERMINATE_OK]),
+        (Stage(STAGE_DELETING_NODE), [READY_DELETED, INFRASTRUCTURE_DELETED, NODE_DELETING, PRE_TERMINATE_OK]),
         (
             Stage(STAGE_NODE_DELETE_FAILED, "ignored"),
-            [{"type": "NodeHealthy", "status": "False", "severity": "Warning", "reason": "DeletionFailed"}, PRE_TERMINATE_OK],
+            [
+                READY_DELETED,
+                INFRASTRUCTURE_DELETED,
+                {"type": "NodeHealthy", "status": "False", "severity": "Warning", "reason": "DeletionFailed"},
+                PRE_TERMINATE_OK,
+            ],
         ),
-        (Stage(STAGE_COMPLETED), [PRE_TERMINATE_OK]),
+        (Stage(STAGE_COMPLETED), [READY_DELETED, INFRASTRUCTURE_DELETED, NODE_DELETING, PRE_TERMINATE_OK]),
     ],
 )
 def test_capi_v1beta1_conditions_per_stage(stage, expected) -> None:
@@ -356,6 +405,7 @@ def test_capi_v1beta1_whole_deletion_in_order() -> None:
         "PreDrainDeleteHookSucceeded": "True",
         "PreTerminateDeleteHookSucceeded": "True",
         "VolumeDetachSucceeded": "True",
+        "NodeHealthy": "False",
     }
     assert conditions[0]["type"] == "Ready"
 
@@ -393,7 +443,6 @@ def capi_hooks(prefix: str, *hook_names: str) -> list[Hook]:
         ),
         (Stage(STAGE_INFRASTRUCTURE, kind="FakeMachine"), "WaitingForInfrastructureDeletion", "Waiting for FakeMachine to be deleted"),
         (Stage(STAGE_BOOTSTRAP, kind="KubeadmConfig"), "WaitingForBootstrapDeletion", "Waiting for KubeadmConfig to be deleted"),
-        (Stage(STAGE_DELETING_NODE, "Deleting Node n-1"), "DeletingNode", "Deleting Node n-1"),
         (Stage(STAGE_NODE_DELETE_FAILED), "DeletingNode", "Error deleting Node, please check controller logs for errors"),
         (Stage(STAGE_COMPLETED), "DeletionCompleted", "Deletion completed"),
     ],
@@ -409,8 +458,12 @@ def test_capi_deleting_hooks_message_lists_non_recommended_keys_whole() -> None:
     assert capi_deleting_message(Stage(STAGE_PRE_DRAIN, hooks=bare)) == f"Waiting for pre-drain hooks to succeed (hooks: {DRAIN_PREFIX},{DRAIN_PREFIX}/a)"
 
 
-@pytest.mark.parametrize("stage", [None, Stage(STAGE_DRAINED), Stage(STAGE_DRAIN_SKIPPED), Stage(STAGE_VOLUMES_DETACHED)])
+@pytest.mark.parametrize(
+    "stage", [None, Stage(STAGE_DRAINED), Stage(STAGE_DRAIN_SKIPPED), Stage(STAGE_VOLUMES_DETACHED), Stage(STAGE_DELETING_NODE, "Deleting Node n-1")]
+)
 def test_capi_deleting_unchanged_by_stages_that_end_a_step(stage) -> None:
+    """Seen beside Cluster API v1.14.2: it deletes the Node and releases the Machine in one
+    reconcile, so a Node deletion that works never shows the DeletingNode reason."""
     current = [{"type": "Deleting", "status": "True", "reason": "DrainingNode", "message": "m", "lastTransitionTime": S0}]
     assert capi_deleting_condition(current, stage, T1) == current
 

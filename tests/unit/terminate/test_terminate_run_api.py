@@ -193,7 +193,7 @@ def test_a_failing_node_deletion_is_recorded_then_given_up_past_the_timeout(time
     assert world.fake.requests.count(("DELETE", NODE_PATH)) == 6
     assert outcome.error == "this Node may not be deleted"
     assert outcome.written == ["record stage NodeDeletionFailed"]
-    assert world.events() == [("Warning", "FailedDeleteNode", "error deleting Machine's node: this Node may not be deleted")]
+    assert world.events() == [("Warning", "FailedDeleteNode", f"error deleting Machine's Node: error deleting node {NODE}: this Node may not be deleted")]
     found = conditions(world.stored(world.path))
     assert (found["Deleting"]["reason"], found["Deleting"]["message"]) == ("DeletingNode", "Error deleting Node, please check controller logs for errors")
     assert (found["v1beta1/NodeHealthy"]["status"], found["v1beta1/NodeHealthy"]["reason"]) == ("False", "DeletionFailed")

@@ -76,7 +76,6 @@ def test_a_cluster_api_machine_goes_in_order_infrastructure_bootstrap_node_relea
         f"delete FakeMachine {NS}/{NAME}",
         "record stage WaitingForBootstrapDeletion",
         f"delete FakeBootstrapConfig {NS}/{NAME}",
-        "record stage DeletingNode",
         f"delete Node {NODE}",
         "record stage DeletionCompleted",
         f"remove finalizer {CAPI_FINALIZER}",
@@ -195,7 +194,7 @@ def test_a_node_deletion_that_keeps_failing_fails_the_task_with_the_result() -> 
     assert error.msg == f"Failed to delete Node {NODE} of Machine {NS}/{NAME}: this Node may not be deleted"
     assert steps(error.result)["node"] == ("blocked", f"deleting Node {NODE} failed: this Node may not be deleted")
     assert error.result["timing"]["elapsed_seconds"] == 10.0
-    assert world.events()[-1] == ("Warning", "FailedDeleteNode", "error deleting Machine's node: this Node may not be deleted")
+    assert world.events()[-1] == ("Warning", "FailedDeleteNode", f"error deleting Machine's Node: error deleting node {NODE}: this Node may not be deleted")
     assert world.stored(world.path)["metadata"]["finalizers"] == [OPENSHIFT_FINALIZER]
 
 
@@ -208,7 +207,7 @@ def test_a_node_deletion_failing_past_the_node_deletion_timeout_is_given_up() ->
     status, reason = steps(result)["node"]
     assert status == "skipped" and "the node deletion timeout of 60s since the Machine's deletionTimestamp has passed" in reason
     assert f"give up deleting Node {NODE}" in result["actions"]
-    assert ("Warning", "FailedDeleteNode", "error deleting Machine's node: this Node may not be deleted") in world.events()
+    assert ("Warning", "FailedDeleteNode", f"error deleting Machine's Node: error deleting node {NODE}: this Node may not be deleted") in world.events()
     assert world.stored(NODE_PATH) is not None
 
 
