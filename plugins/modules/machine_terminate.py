@@ -53,7 +53,7 @@ description:
   - Each stage is recorded in the Machine's conditions with the upstream types, reasons and messages
     (OpenShift C(Terminable); Cluster API v1beta1 C(VolumeDetachSucceeded), C(PreTerminateDeleteHookSucceeded);
     Cluster API v1beta2 C(Deleting) with reasons C(WaitingForVolumeDetach), C(WaitingForPreTerminateHook),
-    C(WaitingForInfrastructureDeletion), C(WaitingForBootstrapDeletion), C(DeletingNode), C(DeletionCompleted)).
+    C(WaitingForInfrastructureDeletion), C(WaitingForBootstrapDeletion), C(DeletingNode) (only for a failed Node deletion), C(DeletionCompleted)).
   - Every step starts from what the API says, so running the module again changes nothing, and a run that was
     stopped anywhere continues where it stopped. A Machine that no longer exists is reported as terminated
     (RV(gone=true), C(changed=false)).
