@@ -41,7 +41,7 @@ description:
     RV(awaiting_instance_termination=true); run the provider tasks, then run the module again with
     O(instance_terminated=true) to delete the Node and release the Machine.
   - B(Node.) The Node is deleted after the instance. A failing deletion is retried for 10 seconds and recorded as
-    a C(FailedDeleteNode) Event (C(error deleting Machine's Node: error deleting node <node>:) and the error) and, on Cluster API, the v1beta1
+    a C(FailedDeleteNode) Event (C(error deleting Machine's Node), the Node's name and the error) and, on Cluster API, the v1beta1
     condition C(NodeHealthy) False C(DeletionFailed); once the Machine's node-deletion
     timeout (Cluster API C(nodeDeletionTimeout), 10 seconds when unset; none on OpenShift) has passed since its
     C(deletionTimestamp), the workflow goes on without it, as upstream does. Otherwise the task fails and a later
