@@ -512,7 +512,12 @@ def run_capi(plane: dict, scenarios: list[Scenario]) -> list[str]:
     result: dict = {}
 
     def collection() -> None:
-        params = {"machines": [{"name": twin.machine, "namespace": bed.namespace} for _s, _r, twin in pairs], "drain_timeout": 600, "terminate_timeout": 600}
+        params = {
+            "machines": [{"name": twin.machine, "namespace": bed.namespace} for _s, _r, twin in pairs],
+            "drain_timeout": 600,
+            "terminate_timeout": 600,
+            "machine_controller": "absent",  # the manager does not watch the twins
+        }
         result.update(run_module_with(str(bed.kubeconfig), "machine_delete", params, timeout=900))
 
     drive(
@@ -603,7 +608,7 @@ def run_mapi(plane: dict, scenarios: list[Scenario]) -> list[str]:
 
     def collection() -> None:
         machines = [{"name": twin.machine, "namespace": twin.namespace} for _s, _r, twin in pairs]
-        params = {"machines": machines, "drain_timeout": 600, "terminate_timeout": 600}
+        params = {"machines": machines, "drain_timeout": 600, "terminate_timeout": 600, "machine_controller": "absent"}  # not watched
         first = run_module_with(str(kubeconfig), "machine_delete", params, timeout=900)
         results.append(first)
         if first.get("failed"):
