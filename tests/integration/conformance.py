@@ -6,14 +6,16 @@ Each scenario builds two identical Machines in the same control planes: the
 collection's ``machine_delete`` module deletes. For Cluster API the twin lives
 under a Cluster without the watch-filter label, so the manager never touches it
 (docs/controllers.md, "Known traps"); for OpenShift it lives in a namespace the
-controller does not watch. Both sides are followed by polling (the status
-subresource is not audited) and read back from the audit logs (evictions, Node
-deletions) and the Events, then reduced to an *observation* with times, names and
-namespaces normalised, so the two observations compare key by key.
+controller does not watch. Both sides are followed by a watch on the Machines
+(the status subresource is not audited) and by polling their Nodes, and read back
+from the audit logs (evictions, Node deletions) and the Events, then reduced to an
+*observation* with times, names and namespaces normalised, so the two observations
+compare key by key.
 
 The tests in test_conformance.py declare, per scenario, the keys on which the two
-sides differ on purpose (docs/behaviour.md, "Side by side with the real
-controllers"); any other difference, or a declared one that went away, fails.
+sides differ on purpose (``expected``) or may differ with timing (``tolerated``),
+each with the reason (docs/behaviour.md, "Side by side with the real controllers");
+any other difference, or an expected one that went away, fails.
 """
 
 from __future__ import annotations
@@ -71,7 +73,7 @@ class Side:
     acted: set[str] = field(default_factory=set)
     before: set = field(default_factory=set)  # conditions and Events from before the deletion
     audit: Path | None = None  # of the API server that holds the Node and Pods
-    refused_at: float = 0.0
+    seen_at: float = 0.0  # when a scenario action first saw what it waits for
     error: str = ""
 
     @property

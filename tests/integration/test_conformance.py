@@ -122,8 +122,8 @@ def _lift_budget(_kube: KubeApi, workload: KubeApi, side: Side) -> None:
     refused = any((e.get("responseStatus") or {}).get("code") == 429 for e in conformance.evictions(side.audit, side))
     if refused and "refused" not in side.acted:
         side.acted.add("refused")
-        side.refused_at = time.monotonic()
-    if refused and time.monotonic() - side.refused_at > 3 and once(side, "lift"):
+        side.seen_at = time.monotonic()
+    if refused and time.monotonic() - side.seen_at > 3 and once(side, "lift"):
         workload.delete(f"/apis/policy/v1/namespaces/{side.pod_namespace}/poddisruptionbudgets/db")
 
 
@@ -242,8 +242,8 @@ def _open_gates(kube: KubeApi, _workload: KubeApi, side: Side) -> None:
         kube.patch(path, {"spec": {"lifecycleHooks": {"preDrain": None}}})
     if has_condition(side, "Drained", "True") and "drained" not in side.acted:
         side.acted.add("drained")
-        side.refused_at = time.monotonic()  # when the drain was seen finished
-    if "drained" in side.acted and time.monotonic() - side.refused_at > 4 and once(side, "preTerminate"):
+        side.seen_at = time.monotonic()  # when the drain was seen finished
+    if "drained" in side.acted and time.monotonic() - side.seen_at > 4 and once(side, "preTerminate"):
         kube.patch(path, {"spec": {"lifecycleHooks": {"preTerminate": None}}})
 
 
