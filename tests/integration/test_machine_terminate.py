@@ -664,3 +664,21 @@ def test_a_run_killed_while_waiting_is_continued_by_the_next(flavour, doomed, ru
     assert "delete FakeMachine" not in " ".join(result["actions"]), "the infrastructure was deleted twice"
     assert result["gone"] is True
     assert kube.get(machine["bootstrap"]) is None and kube.get(node_path(machine["node"])) is None
+
+
+@pytest.mark.parametrize("flavour", ["v1beta2"], indirect=True)
+def test_machine_delete_retries_a_failing_node_deletion_until_its_timeout_lets_the_machine_go(flavour, doomed, undeletable_label, run_module, kube) -> None:
+    """As the Machine controller requeues: a Node that cannot be deleted is tried again
+    every wait_sleep within the terminate budget; once the node-deletion timeout has
+    passed since the deletion, the Machine is released without it - one task, no failure."""
+    machine = doomed(node_labels={undeletable_label: "true"}, spec={"deletion": {"nodeDeletionTimeoutSeconds": 15}})
+    wait_until_denied(kube, machine["node"])
+    result = run_module("machine_delete", {"machines": [{"name": machine["name"], "namespace": machine["namespace"]}], "terminate_timeout": 120})
+    assert result.get("failed") is not True, result
+    entry = result["machines"][0]
+    assert (entry["status"], entry["carried_out_by"]) == ("done", "collection"), result["progress"]
+    assert kube.get(machine["path"]) is None
+    assert kube.get(node_path(machine["node"])) is not None, "the refused Node is left, as upstream leaves it"
+    events = kube.list(f"/api/v1/namespaces/{machine['namespace']}/events", field_selector=f"involvedObject.name={machine['name']}")
+    assert [e for e in events if e["reason"] == "FailedDeleteNode"], "the failed tries were recorded"
+    kube.patch(node_path(machine["node"]), {"metadata": {"labels": {undeletable_label: None}}})

@@ -54,6 +54,7 @@ from ansible_collections.lifecycle.machine.plugins.module_utils._machine.control
 from ansible_collections.lifecycle.machine.plugins.module_utils._machine.flavour import flavour_for
 from ansible_collections.lifecycle.machine.plugins.module_utils._machine.selection import MachineSelection
 from ansible_collections.lifecycle.machine.plugins.module_utils._mark.run import mark_for_deletion
+from ansible_collections.lifecycle.machine.plugins.module_utils._terminate.logic import STEP_NODE
 from ansible_collections.lifecycle.machine.plugins.module_utils._terminate.run import TerminateRequest, terminate_machine
 from ansible_collections.lifecycle.machine.plugins.module_utils._workload.api import check_node_side
 
@@ -69,8 +70,9 @@ class MachineDeletion:
         self.clock = clock
         self.slice_end = slice_end
         self.outcome = Outcome(machine=dict(machine))
-        # Set while the Machine's workload cluster does not answer: the phase is tried again.
-        self.unreachable: tuple[str, int] | None = None
+        # (phase, timeout) while a step is waited for and tried again: an unreachable workload
+        # cluster, a Node deletion that failed.
+        self.again: tuple[str, int] | None = None
         # When this task marked the Machine (epoch seconds); the Machine as last read.
         self.marked_at: float | None = None
         self.current: dict | None = None
@@ -92,7 +94,7 @@ class MachineDeletion:
         outcome = self.outcome
         try:
             while True:
-                self.unreachable = None
+                self.again = None
                 if not self.mark():
                     outcome.status, outcome.step, outcome.message = DONE, "release", "the Machine is gone"
                 else:
@@ -103,7 +105,7 @@ class MachineDeletion:
                         self.follow(actor)
                     elif self.drain() and not self.request.check_mode and not self.controller_took_over():
                         self.terminate()
-                if not self.retry_unreachable():
+                if not self.go_again():
                     break
         except Cancelled as exc:
             outcome.status, outcome.message = FAILED, f"Cancelled: {exc}"
@@ -133,15 +135,29 @@ class MachineDeletion:
             raise MachineError(f"Timed out after {timeout} s waiting for {cluster} to answer: {reason}")
         self.outcome.status = IN_PROGRESS
         self.outcome.message = f"Waiting for {cluster} to answer: {reason}"
-        self.unreachable = (phase, timeout)
+        self.again = (phase, timeout)
         return True
 
-    def retry_unreachable(self) -> bool:
-        """After a wait for an unreachable workload cluster: pause and go again while
-        the phase's budget and the progress interval allow; False when this call ends here."""
-        if self.unreachable is None:
+    def retrying_node_deletion(self, timeout: int, result: dict, message: str, final: bool) -> bool:
+        """The Node's deletion failed (the termination's own retries are spent): as the
+        Machine controllers requeue, it is tried again every ``wait_sleep`` while the
+        terminate budget lasts; each try also looks at the node-deletion timeout,
+        which, once passed, lets the workflow go on without the Node (True: retried)."""
+        if result.get("next_step") != STEP_NODE or not message.startswith("Failed to delete Node "):
             return False
-        phase, timeout = self.unreachable
+        if final and budget_left(self.clock, self.key, TERMINATE, timeout, time.time()) <= 0:
+            return False
+        self.outcome.status, self.outcome.step = IN_PROGRESS, STEP_NODE
+        self.outcome.message = f"Retrying: {message.splitlines()[0]}"
+        self.again = (TERMINATE, timeout)
+        return True
+
+    def go_again(self) -> bool:
+        """After a wait (an unreachable workload cluster, a failed Node deletion): pause and
+        go again while the phase's budget and the progress interval allow; False when this call ends here."""
+        if self.again is None:
+            return False
+        phase, timeout = self.again
         pause = float(max(1, self.request.wait_sleep))
         left = budget_left(self.clock, self.key, phase, timeout, time.time())
         if self.slice_end is not None:
@@ -306,6 +322,8 @@ class MachineDeletion:
             outcome.changed |= bool(exc.result.get("changed"))
             if self.waiting_for_cluster(TERMINATE, request.terminate_timeout, exc.result, exc.msg, final):
                 outcome.step = exc.result.get("next_step") or TERMINATE
+                return
+            if self.retrying_node_deletion(request.terminate_timeout, exc.result, exc.msg, final):
                 return
             if exc.result.get("timed_out") and not final:
                 outcome.status, outcome.message = IN_PROGRESS, slice_message(exc.msg, final=False, timeout=request.terminate_timeout)
