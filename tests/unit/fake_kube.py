@@ -119,7 +119,6 @@ class FakeKube:
         self.requests: list[tuple[str, str]] = []
         self.failures: dict[tuple[str, str], list[ApiError]] = {}
         self.discovery = FakeDiscovery()
-        self.deadline: float | None = None
         self.retries: Counter[str] = Counter()
         self.clock = 1000.0
         self.cancelled = False
@@ -161,6 +160,18 @@ class FakeKube:
 
     def retry_summary(self) -> str:
         return ""
+
+    @property
+    def deadline(self) -> float | None:
+        """The store itself has no deadline: a task's is its fork's (:meth:`fork`)."""
+        return None
+
+    def fork(self, *, deadline: float | None = None, deadline_from: Any = None) -> FakeFork:
+        """The KubeApi of one task: the same store and clock, its own deadline
+        (the forks made are kept in ``forks``, in order, for tests to read)."""
+        child = FakeFork(self, deadline if deadline_from is None else deadline_from.deadline)
+        self.forks = [*getattr(self, "forks", []), child]
+        return child
 
     # The store is one cluster: a Cluster API Machine's workload cluster is the store itself
     # (a self-hosted cluster). Reading the kubeconfig Secret is proven against the real API server.
@@ -397,3 +408,21 @@ def _matches(obj: dict, label_selector: str | None, field_selector: str | None) 
         if node != value:
             return False
     return True
+
+
+class FakeFork:
+    """A fork of a :class:`FakeKube`: everything is its parent's but the deadline, fixed when it is made."""
+
+    def __init__(self, parent: FakeKube, deadline: float | None):
+        self._parent = parent
+        self._deadline = deadline
+
+    @property
+    def deadline(self) -> float | None:
+        return self._deadline
+
+    def fork(self, *, deadline: float | None = None, deadline_from: Any = None) -> FakeFork:
+        return self._parent.fork(deadline=deadline, deadline_from=deadline_from)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._parent, name)

@@ -6,7 +6,6 @@ it, and hang or release one component's finalizer on it."""
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 
 from ansible_collections.lifecycle.machine.plugins.module_utils._alive import api as alive_api
@@ -22,7 +21,7 @@ from ansible_collections.lifecycle.machine.plugins.module_utils._alive.logic imp
 )
 from ansible_collections.lifecycle.machine.plugins.module_utils._errors import MachineError
 from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.client import KubeApi
-from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.errors import ApiError
+from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.errors import ApiError, ran_out_of_time
 
 
 def _summary(ref: AliveRef, obj: dict | None) -> dict:
@@ -100,10 +99,10 @@ def ensure_absent(api: KubeApi, ref: AliveRef, request: AliveRequest, check_mode
             result["diff"]["after"] = predicted
         return result
     after_delete = alive_api.get(api, ref) if current is not None else None
-    started = time.monotonic()
+    started = api.monotonic()
     final, gone = after_delete, after_delete is None
     if request.wait and not gone:
-        final, gone = alive_api.wait(api, ref, lambda obj: obj is None, started + request.wait_timeout, after_delete)
+        final, gone = alive_api.wait(api, ref, lambda obj: obj is None, api.deadline, after_delete)
     after = _summary(ref, final)
     result = _result(
         ref,
@@ -113,7 +112,7 @@ def ensure_absent(api: KubeApi, ref: AliveRef, request: AliveRequest, check_mode
         deleted=gone,
         timed_out=request.wait and not gone,
         released_names=released(before["finalizers"], after["finalizers"]),
-        waited=time.monotonic() - started,
+        waited=api.monotonic() - started,
     )
     if result["timed_out"]:
         proceed = request.on_timeout == "proceed"
@@ -125,10 +124,20 @@ def ensure_absent(api: KubeApi, ref: AliveRef, request: AliveRequest, check_mode
 
 
 def manage_alive(api: KubeApi, request: AliveRequest, check_mode: bool, warn: Callable[[str], None]) -> dict:
-    ref = alive_api.resolve(api, request.api_version, request.name, request.namespace)
-    if request.state == "present":
-        return ensure_present(api, ref, request, check_mode)
-    return ensure_absent(api, ref, request, check_mode, warn)
+    """cluster_alive's task. A deprovision that waits has one deadline, wait_timeout from its
+    start, which is its transport's too: an API that stops answering ends the task then, not
+    when the retries of one request give up (a timed out result, or a failure naming the request)."""
+    waits = request.state == "absent" and request.wait and not check_mode
+    api = api.fork(deadline=api.monotonic() + request.wait_timeout if waits else None)
+    try:
+        ref = alive_api.resolve(api, request.api_version, request.name, request.namespace)
+        if request.state == "present":
+            return ensure_present(api, ref, request, check_mode)
+        return ensure_absent(api, ref, request, check_mode, warn)
+    except ApiError as exc:
+        if not exc.out_of_time:
+            raise
+        raise MachineError(f"Kubernetes API error: {exc.describe()}", status=exc.status, **ran_out_of_time(exc)) from None
 
 
 def read_alive(api: KubeApi, request: AliveRequest) -> dict:

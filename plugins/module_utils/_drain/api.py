@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import datetime as _dt
 import threading
-import time
 from concurrent.futures import ThreadPoolExecutor
 
 from ansible_collections.lifecycle.machine.plugins.module_utils._drain.budgets import budget_groups, covering_budgets, dry_run_allowance, ready
@@ -331,17 +330,16 @@ def drain_pass(
     return result
 
 
-def wait_for_pods(api: KubeApi, node_name: str, resource_version: str | None, waiting_for: set[str], timeout: float) -> str:
+def wait_for_pods(api: KubeApi, node_name: str, resource_version: str | None, waiting_for: set[str], deadline: float) -> str:
     """Wait, with a watch on the Node's Pods, until every Pod of ``waiting_for``
-    is gone or a new Pod is bound to the Node, or ``timeout`` seconds pass.
+    is gone or a new Pod is bound to the Node, or ``deadline`` (an instant of
+    the transport's clock, ``api.monotonic()``) passes.
 
     Returns why it stopped: ``"gone"``, ``"added"``, ``"timeout"`` or
     ``"resync"`` (the watch could not continue; the next pass re-lists).
-    Measured on the transport's clock (``api.monotonic()``).
     """
-    deadline = api.monotonic() + timeout
     if resource_version is None:
-        api.sleep(min(timeout, 1.0))
+        api.sleep(min(deadline - api.monotonic(), 1.0))
         return "resync"
     wait = PodWait(waiting_for)
     stopped: list[str] = []
@@ -463,17 +461,17 @@ class NodeWatch:
                 self._cond.notify_all()
         return self._stopped.is_set(), version
 
-    def wait(self, drain: DrainPass, retry_budgets: set[str], timeout: float) -> str:
+    def wait(self, drain: DrainPass, retry_budgets: set[str], end: float) -> str:
         """Sleep until the view says to wake (``gone``, ``added``, ``budget``, ``node``) after
-        ``drain``, a watch fails (``resync``) or ``timeout`` seconds pass (``timeout``)."""
-        end = time.monotonic() + max(0.0, timeout)
+        ``drain``, a watch fails (``resync``) or ``end`` (an instant of the transport's clock) passes (``timeout``)."""
+        clock = self.api.monotonic
         # A pass that listed (the first) saw budgets older than the watch's: any allowance now is news.
         seen_budgets = drain.budget_versions or dict.fromkeys(retry_budgets, "")
         with self._cond:
             self.view.expect(drain.waiting_for(), retry_budgets, seen_pods={pod_key(pod) for pod in drain.pods}, seen_budgets=seen_budgets)
             # In short slices, so that a cancelled run (signal handler) is noticed at once.
-            while self.view.reason is None and not self.failed and not self.api.cancelled and time.monotonic() < end:
-                self._cond.wait(timeout=min(CANCEL_CHECK_SECONDS, max(0.0, end - time.monotonic())))
+            while self.view.reason is None and not self.failed and not self.api.cancelled and clock() < end:
+                self._cond.wait(timeout=min(CANCEL_CHECK_SECONDS, max(0.0, end - clock())))
             if self.view.reason is not None:
                 return self.view.reason
             return "resync" if self.failed or self.api.cancelled else "timeout"

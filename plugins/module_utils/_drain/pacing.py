@@ -19,8 +19,8 @@ def only_budget_refusals(drain: DrainPass) -> bool:
     return bool(drain.outcome.failures) and all(message.startswith(PDB_MESSAGE) for message in drain.outcome.failures)
 
 
-def wait_seconds(drain: DrainPass, *, wait_sleep: float, remaining: float, resync: float = RESYNC_SECONDS, budgets_watched: bool = False) -> float:
-    """How long to wait before the next pass (the watch may end it sooner).
+def pause_limit(drain: DrainPass, *, wait_sleep: float, resync: float = RESYNC_SECONDS, budgets_watched: bool = False) -> float:
+    """How long the pause after ``drain`` lasts at most (the watch may end it sooner).
 
     Refused evictions and unreachable Nodes need a new pass to make progress,
     so they wait ``wait_sleep``; otherwise the watch reports the Pods waited for
@@ -30,17 +30,21 @@ def wait_seconds(drain: DrainPass, *, wait_sleep: float, remaining: float, resyn
     watch wakes the drain as soon as a budget allows again.
     """
     if drain.needs_retry and not (budgets_watched and only_budget_refusals(drain) and not drain.unreachable):
-        limit = wait_sleep
-    elif drain.needs_retry or drain.waiting_for():
-        limit = max(resync, wait_sleep)
-    else:
-        limit = 0
-    return max(0.0, min(limit, remaining))
+        return max(0.0, wait_sleep)
+    if drain.needs_retry or drain.waiting_for():
+        return max(resync, wait_sleep)
+    return 0.0
 
 
-def pause_seconds(drain: DrainPass, *, wait_sleep: float, task_left: float, machine_left: float | None, budgets_watched: bool = False) -> float:
-    """The pause after ``drain``: :func:`wait_seconds`, within what is left of
-    the task and, when the Machine sets a drain timeout, of that timeout
-    (``machine_left``), so the pass that finds it passed comes on time."""
-    remaining = task_left if machine_left is None else max(0.0, min(task_left, machine_left))
-    return wait_seconds(drain, wait_sleep=max(MIN_RETRY_SECONDS, wait_sleep), remaining=remaining, budgets_watched=budgets_watched)
+def pause_until(drain: DrainPass, *, now: float, wait_sleep: float, deadline: float, until: float | None = None, budgets_watched: bool = False) -> float:
+    """When the pause after ``drain`` ends at the latest: ``now`` plus :func:`pause_limit`,
+    never past the task's ``deadline`` nor ``until`` (the Machine's drain timeout, so
+    that the pass that finds it passed comes on time; the progress interval).
+
+    ``now``, ``deadline``, ``until`` and the answer are instants of one clock (the
+    transport's); the answer is ``now`` when there is nothing to wait for.
+    """
+    end = min(now + pause_limit(drain, wait_sleep=max(MIN_RETRY_SECONDS, wait_sleep), budgets_watched=budgets_watched), deadline)
+    if until is not None:
+        end = min(end, until)
+    return max(now, end)

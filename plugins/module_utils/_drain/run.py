@@ -44,7 +44,7 @@ from ansible_collections.lifecycle.machine.plugins.module_utils._drain.gates imp
     pre_drain_hooks,
 )
 from ansible_collections.lifecycle.machine.plugins.module_utils._drain.logic import go_quote, is_unschedulable, merge_rules, normalize_rules
-from ansible_collections.lifecycle.machine.plugins.module_utils._drain.pacing import pause_seconds, wait_seconds
+from ansible_collections.lifecycle.machine.plugins.module_utils._drain.pacing import pause_until
 from ansible_collections.lifecycle.machine.plugins.module_utils._drain.passes import EvictionMemory
 from ansible_collections.lifecycle.machine.plugins.module_utils._drain.report import DrainReport, PodLedger, machine_summary, with_unschedulable
 from ansible_collections.lifecycle.machine.plugins.module_utils._drain.request import ACTIONS, CORDONED, DRAINED, UNCORDONED, DrainRequest
@@ -86,7 +86,6 @@ __all__ = [
     "MachineProgress",
     "PodLedger",
     "run_drain",
-    "wait_seconds",
 ]
 
 Fail = Callable[..., MachineError]
@@ -269,27 +268,23 @@ class DrainPasses:
             self.watch.stop()
             self.watch = None
 
-    def task_left(self) -> float:
-        """Seconds left before the task's deadline (``wait_timeout`` from its start)."""
-        return self.deadline - self.api.monotonic()
-
     def timed_out(self) -> bool:
-        return self.task_left() <= 0
+        """Whether the task's deadline (``wait_timeout`` from its start) has passed."""
+        return self.api.monotonic() >= self.deadline
 
-    def pause(self, node_name: str, drain: DrainPass, *, machine_left: float | None = None) -> None:
+    def pause(self, node_name: str, drain: DrainPass, *, until: float | None = None) -> None:
         """Wait before the next pass: until the current batch is gone, or ``wait_sleep`` when retrying;
-        never past the task's deadline nor (``machine_left``) the Machine's drain timeout."""
+        never past the task's deadline nor ``until`` (the Machine's drain timeout, the progress interval)."""
         watch = self.watch if self.watch is not None and not self.watch.failed else None
-        seconds = pause_seconds(
-            drain, wait_sleep=self.request.wait_sleep, task_left=self.task_left(), machine_left=machine_left, budgets_watched=watch is not None
-        )
-        if seconds <= 0:
+        now = self.api.monotonic()
+        end = pause_until(drain, now=now, wait_sleep=self.request.wait_sleep, deadline=self.deadline, until=until, budgets_watched=watch is not None)
+        if end <= now:
             return
         if watch is not None:
             _snapshot_node, _pods, budgets = watch.snapshot()
-            watch.wait(drain, refused_budgets(drain, budgets), seconds)
+            watch.wait(drain, refused_budgets(drain, budgets), end)
         else:
-            wait_for_pods(self.node_api, node_name, drain.resource_version, drain.waiting_for(), seconds)
+            wait_for_pods(self.node_api, node_name, drain.resource_version, drain.waiting_for(), end)
 
 
 class MachineProgress:
@@ -337,12 +332,13 @@ class DrainRun:
     """One task: find the target, pass its gates, cordon/drain, report."""
 
     def __init__(self, api: KubeApi, request: DrainRequest):
-        self.api = api
         self.request = request
         self.started = api.monotonic()
+        # The task's one deadline, wait_timeout from its start. While the task waits it is
+        # the transport's too: retries and reads never outlast it (without wait they are
+        # bounded by the retry budget). The task's requests go through this fork.
         self.deadline = self.started + max(0, request.wait_timeout)
-        # Transport retries never outlast the task's own wait_timeout.
-        api.deadline = self.deadline if request.wait else None
+        self.api = api.fork(deadline=self.deadline if request.wait else None)
         self.slice_end = self.started + request.progress_interval if request.progress_interval > 0 and request.waits else None
         self.report = DrainReport(request, started_at=now())
         self.recorder: DeletionRecorder | None = None
@@ -552,11 +548,14 @@ class DrainRun:
         return self.result(True, f"Node {node_name} drained")
 
     def pause(self, drain: DrainPass) -> None:
+        """The pause after ``drain``, never past the Machine's drain timeout (the pass that finds it
+        passed comes on time) nor the progress interval."""
+        ends = [] if self.slice_end is None else [self.slice_end]
         machine_left = self.progress.drain_timeout_left(self.report.started_at)
-        if self.slice_end is not None:
-            slice_left = max(0.0, self.slice_end - self.api.monotonic())
-            machine_left = slice_left if machine_left is None else min(machine_left, slice_left)
-        self.passes.pause(self.report.node_name, drain, machine_left=machine_left)
+        if machine_left is not None:
+            # The drain timeout is counted from a time the Machine records (wall clock): its end, on the transport's clock.
+            ends.append(self.api.monotonic() + machine_left)
+        self.passes.pause(self.report.node_name, drain, until=min(ends) if ends else None)
 
     def finish_preview(self) -> dict:
         """Check mode: one pass that writes nothing (evictions as server-side dry runs)."""

@@ -4,8 +4,6 @@
 
 from __future__ import annotations
 
-import time
-
 from ansible_collections.lifecycle.machine.plugins.module_utils._errors import MachineError
 from ansible_collections.lifecycle.machine.plugins.module_utils._info.logic import InfoRequest, describe, reached, select_by_query
 from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.client import KubeApi
@@ -14,6 +12,8 @@ from ansible_collections.lifecycle.machine.plugins.module_utils._machine.flavour
 
 
 def read_machines(api: KubeApi, request: InfoRequest) -> dict:
+    # The task's one deadline: while it waits, no retry nor read of the transport outlasts wait_timeout either.
+    api = api.fork(deadline=api.monotonic() + request.wait_timeout if request.wait else None)
     selection = request.selection
     if selection.machine:
         # Like other info modules, a Machine that does not exist is not an error:
@@ -33,15 +33,13 @@ def read_machines(api: KubeApi, request: InfoRequest) -> dict:
         machines = [m for m in machines if (m["metadata"].get("namespace"), m["metadata"]["name"], m["apiVersion"]) in chosen]
     if not request.wait:
         return {"changed": False, "machines": [describe(m) for m in machines]}
-    started = time.monotonic()
-    deadline = api.deadline = started + request.wait_timeout
-    results, pending = [], []
+    began, results, pending = api.monotonic(), [], []
     for machine in machines:
-        current, ok = wait_for_machine(api, machine, reached(request.wait_for), deadline)
+        current, ok = wait_for_machine(api, machine, reached(request.wait_for), api.deadline)
         results.append(describe(current, machine))
         if not ok:
             pending.append(machine_label(machine))
-    waited = round(time.monotonic() - started, 1)
+    waited = round(api.monotonic() - began, 1)
     if pending:
         raise MachineError(
             f"Timed out after {request.wait_timeout} s waiting for Machine {', '.join(pending)} to be {request.wait_for}",

@@ -197,10 +197,13 @@ class _Link:
 class KubeApi:
     """REST calls against one API server: retried, counted and cancellable.
 
-    ``deadline`` (a ``time.monotonic()`` value) is the task's own limit: no
-    retry waits past it. Without one, a request is retried for at most the
-    policy's ``budget``. ``cancel()`` makes every later request raise
-    :class:`Cancelled` at once, and wakes any retry pause.
+    ``deadline`` (a value of the transport's clock, :meth:`monotonic`) is the
+    task's own limit: no retry waits past it, and no read waits much longer.
+    It is given once, where the task's KubeApi is made (:meth:`fork`), and
+    never changes: nothing outside the transport sets it.
+    Without one, a request is retried for at most the policy's ``budget``.
+    ``cancel()`` makes every later request raise :class:`Cancelled` at once,
+    and wakes any retry pause.
     """
 
     def __init__(
@@ -254,16 +257,14 @@ class KubeApi:
             return self._deadline_from.deadline
         return self._deadline
 
-    @deadline.setter
-    def deadline(self, value: float | None) -> None:
-        self._deadline = value
-
-    def fork(self, deadline_from: KubeApi | None = None) -> KubeApi:
-        """A KubeApi for one of several tasks run at once (say, one Machine among
-        many): the same connections, discovery answers and cancellation, but its
-        own deadline (or, with ``deadline_from``, that KubeApi's) and request counters."""
+    def fork(self, *, deadline: float | None = None, deadline_from: KubeApi | None = None) -> KubeApi:
+        """A KubeApi for one task, or one of several tasks run at once (say, one
+        Machine among many): the same connections, discovery answers and
+        cancellation, but its own request counters and its own ``deadline`` (on
+        the transport's clock; None: none), or, with ``deadline_from``, that KubeApi's."""
         child = KubeApi(None, policy=self.policy, clock=self._clock, label=self.label)
         child._link = self._link
+        child._deadline = deadline
         child._deadline_from = deadline_from
         child._cancelled, child._streams, child._streams_lock = self._cancelled, self._streams, self._streams_lock
         child._others, child._others_lock = self._others, self._others_lock

@@ -55,13 +55,15 @@ class Termination:
     """One run of machine_terminate for one Machine: observe, decide, act, until done or waiting."""
 
     def __init__(self, api: KubeApi, machine: dict, request: TerminateRequest, *, started: float | None = None):
+        """``api`` is the task's (:func:`terminate_machine` gives it the task's deadline while it waits)."""
         self.api = api
         self.request = request
         self.machine = machine
         self.flavour = flavour_for(machine)
         self.label = machine_label(machine)
         started = api.monotonic() if started is None else started
-        self.deadline = started + (request.wait_timeout if request.wait else 0)
+        # The task's deadline is its transport's; a task without one does not wait at all.
+        self.deadline = api.deadline if api.deadline is not None else started
         self.report = Report(machine, self.flavour, started=started, started_at=now(), check_mode=request.check_mode)
         self.objects = terminate_api.ReferencedObjects(api)
         self._node_api: KubeApi | None = None
@@ -284,7 +286,8 @@ def terminate_machine(api: KubeApi, request: TerminateRequest) -> dict:
     # Bad inline rules fail before anything is read or written.
     normalize_rules(list(request.rules or []))
     started = api.monotonic()
-    api.deadline = started + request.wait_timeout if request.wait else None
+    # The task's one deadline: while it waits, the transport's retries and reads never outlast wait_timeout.
+    api = api.fork(deadline=started + request.wait_timeout if request.wait else None)
     try:
         machine = get_machine(api, request.namespace, request.machine, request.api_version)
     except (ApiError, Cancelled) as exc:

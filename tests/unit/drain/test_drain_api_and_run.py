@@ -24,7 +24,8 @@ from ansible_collections.lifecycle.machine.plugins.module_utils._drain.logic imp
     merge_rules,
     plan_drain,
 )
-from ansible_collections.lifecycle.machine.plugins.module_utils._drain.run import PodLedger, wait_seconds
+from ansible_collections.lifecycle.machine.plugins.module_utils._drain.pacing import pause_limit, pause_until
+from ansible_collections.lifecycle.machine.plugins.module_utils._drain.run import PodLedger
 from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.errors import ApiError
 from ansible_collections.lifecycle.machine.plugins.module_utils._machine.flavour import Hook, hooks_text
 
@@ -163,20 +164,24 @@ def test_completion() -> None:
         (EvictionOutcome(gone=["ns/web"]), False, [decision("web"), decision("db", order=5)], 0),  # next batch now
     ],
 )
-def test_wait_seconds(outcome, unreachable, decisions, expected) -> None:
+def test_pause_limit(outcome, unreachable, decisions, expected) -> None:
     drain = a_pass(decisions, outcome, unreachable)
-    assert wait_seconds(drain, wait_sleep=2, remaining=100, resync=30) == expected
+    assert pause_limit(drain, wait_sleep=2, resync=30) == expected
 
 
-def test_wait_seconds_never_exceeds_what_remains() -> None:
+def test_a_pause_ends_by_the_deadline_and_never_before_now() -> None:
     drain = a_pass([decision("web")], EvictionOutcome(evicted=["ns/web"]))
-    assert wait_seconds(drain, wait_sleep=2, remaining=4.5, resync=30) == 4.5
-    assert wait_seconds(drain, wait_sleep=2, remaining=-1, resync=30) == 0
+    # Instants of one clock (the transport's): the pause ends at the first of its limit, the deadline and ``until``.
+    assert pause_until(drain, now=1000.0, wait_sleep=2, deadline=1004.5) == 1004.5
+    assert pause_until(drain, now=1000.0, wait_sleep=2, deadline=1100.0) == 1030.0
+    assert pause_until(drain, now=1000.0, wait_sleep=2, deadline=1100.0, until=1004.5) == 1004.5
+    assert pause_until(drain, now=1000.0, wait_sleep=2, deadline=999.0) == 1000.0
+    assert pause_until(drain, now=1000.0, wait_sleep=2, deadline=1100.0, until=997.0) == 1000.0
 
 
 def test_wait_sleep_longer_than_resync_wins() -> None:
     drain = a_pass([decision("web")], EvictionOutcome(evicted=["ns/web"]))
-    assert wait_seconds(drain, wait_sleep=60, remaining=100, resync=30) == 60
+    assert pause_limit(drain, wait_sleep=60, resync=30) == 60
 
 
 # ---------------------------------------------------------------------------

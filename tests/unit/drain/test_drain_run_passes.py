@@ -11,7 +11,7 @@ from drain_run_helpers import LATE_DB, NODE, NODE_PATH, PDB, PDB_CAUSE, PODS_WAT
 from fake_kube import FakeKube
 
 from ansible_collections.lifecycle.machine.plugins.module_utils._drain.logic import normalize_rules
-from ansible_collections.lifecycle.machine.plugins.module_utils._drain.pacing import RESYNC_SECONDS, pause_seconds
+from ansible_collections.lifecycle.machine.plugins.module_utils._drain.pacing import RESYNC_SECONDS
 from ansible_collections.lifecycle.machine.plugins.module_utils._drain.request import DrainRequest
 from ansible_collections.lifecycle.machine.plugins.module_utils._drain.run import DrainPasses
 
@@ -116,13 +116,18 @@ def test_the_pause_never_passes_the_task_deadline_nor_the_machine_timeout() -> N
     passes = passes_for(fake, timeout=10)
     drain = one_pass(passes)
     fake.sleep(7)
-    assert passes.task_left() == 3 and not passes.timed_out()
+    assert not passes.timed_out()
     started = fake.monotonic()
     passes.pause(NODE, drain)
-    assert fake.monotonic() == started + 3
+    assert fake.monotonic() == started + 3 == passes.deadline
     assert passes.timed_out()
-    assert pause_seconds(drain, wait_sleep=2, task_left=100, machine_left=4.5) == 4.5
-    assert pause_seconds(drain, wait_sleep=2, task_left=100, machine_left=-3) == 0
+    long_task = passes_for(fake, timeout=100)
+    started = fake.monotonic()
+    long_task.pause(NODE, one_pass(long_task), until=started + 4)
+    assert fake.monotonic() == started + 4, "the Machine's drain timeout ends the pause"
+    started = fake.monotonic()
+    long_task.pause(NODE, one_pass(long_task), until=started - 3)
+    assert fake.monotonic() == started, "a drain timeout already passed: no pause"
 
 
 def test_a_missing_node_is_a_completed_pass() -> None:

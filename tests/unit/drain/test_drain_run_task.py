@@ -125,12 +125,13 @@ def test_the_task_deadline_bounds_the_transport_only_while_waiting() -> None:
     shop(fake, ("web-0", "web"))
     pods_go_away_while_watched(fake)
     run = DrainRun(fake, node_request(wait_timeout=90))
-    assert fake.deadline == fake.monotonic() + 90
+    # The task's requests go through one fork of the transport, made with the task's deadline.
+    assert fake.forks == [run.api] and run.api.deadline == run.deadline == fake.monotonic() + 90
     run.run()
     fake = FakeKube()
     shop(fake, ("web-0", "web"))
-    DrainRun(fake, node_request(wait=False))
-    assert fake.deadline is None
+    run = DrainRun(fake, node_request(wait=False))
+    assert fake.forks == [run.api] and run.api.deadline is None
 
 
 def test_timeout_fails_with_the_progress_and_the_partial_result() -> None:

@@ -168,7 +168,7 @@ def make_api(client: ScriptedClient | None = None, *, seed: int = 0, deadline: f
     api = KubeApi(client, policy=RetryPolicy(rng=random.Random(seed), **policy), clock=clock)
     api._cancelled = _PauseEvent(clock)
     if deadline is not None:
-        api.deadline = clock() + deadline
+        api = api.fork(deadline=clock() + deadline)  # a task's KubeApi, as a runner makes it
     return api, client, clock
 
 

@@ -73,13 +73,12 @@ def test_read_timeouts_follow_the_deadline() -> None:
     client.always = lambda _sent: ok({})
     api.request("GET", MACHINE)
     assert client.sent[-1].timeout[1] == READ_TIMEOUT
-    api.deadline = clock() + 20
-    api.request("GET", MACHINE)
+    api.fork(deadline=clock() + 20).request("GET", MACHINE)
     assert client.sent[-1].timeout[1] == 20
-    api.deadline = clock() + 1
-    api.request("GET", MACHINE)
+    short = api.fork(deadline=clock() + 1)
+    short.request("GET", MACHINE)
     assert client.sent[-1].timeout[1] == 5.0, "never less than 5 s"
-    api.request("GET", MACHINE, timeout=3)
+    short.request("GET", MACHINE, timeout=3)
     assert client.sent[-1].timeout[1] == 3
 
 

@@ -38,8 +38,7 @@ def test_one_connection_per_cluster_is_made_and_shared_by_every_fork() -> None:
 
 def test_the_connection_follows_the_tasks_deadline_and_names_the_cluster() -> None:
     api, _management, clock = make_api()
-    task = api.fork()
-    task.deadline = clock() + 30
+    task = api.fork(deadline=clock() + 30)
     workload = FakeApiClient(clock)
     workload.always = lambda sent: refused()
     other, _made = _other(task, workload)

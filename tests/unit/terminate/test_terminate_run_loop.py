@@ -49,7 +49,8 @@ def test_the_request_is_read_from_the_module_parameters() -> None:
 def test_the_transport_deadline_is_the_task_deadline_when_waiting(wait, deadline) -> None:
     world = World()
     terminate(world, wait=wait, wait_timeout=30)  # the Machine does not exist
-    assert world.fake.deadline == deadline
+    # The task's requests go through one fork of the transport, made with the task's deadline.
+    assert [fork.deadline for fork in world.fake.forks] == [deadline]
 
 
 def test_a_machine_that_is_gone_is_reported_as_terminated() -> None:
