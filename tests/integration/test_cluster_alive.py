@@ -227,6 +227,35 @@ def test_absent_times_out_naming_holders_and_fails_or_proceeds(alive_ns, run_mod
     assert any("Proceeding anyway" in w and "buckets.storage.example.com" in w for w in proceeded.get("warnings", [])), proceeded
 
 
+def test_absent_ends_at_wait_timeout_when_the_api_stops_answering(alive_ns, run_module, kube, fault_proxy) -> None:
+    """The deprovision's wait_timeout bounds the whole task, the transport's retries and reads included:
+    an API server that stops answering right after the deletion ends the task about then, timed out and
+    naming the request left unanswered, not when one request's retry budget (60 s) runs out."""
+    create_alive(kube, alive_ns, STORAGE_FINALIZER)
+    silent = threading.Event()
+
+    def answered(method: str, target: str) -> bool:
+        """Every request is answered until the Alive object's deletion has gone through; none after it."""
+        if silent.is_set():
+            return False
+        if method == "DELETE" and target.split("?", 1)[0] == alive_path(alive_ns):
+            silent.set()
+        return True
+
+    # A delay far beyond the test is no answer at all; stopping the proxy (the fixture) cuts it.
+    proxy = fault_proxy(rate=1.0, kinds=["delay"], delay_seconds=3600, exclude=answered)
+    wait_timeout = 8
+    started = time.monotonic()
+    result = run_module("cluster_alive", {"namespace": alive_ns, "state": "absent", "wait_timeout": wait_timeout}, via=proxy.kubeconfig, timeout=300)
+    elapsed = time.monotonic() - started
+    assert silent.is_set() and deletion_started(kube, alive_ns), "the deletion went through before the server went silent"
+    assert result.get("failed") is True, result
+    assert result["timed_out"] is True, result
+    assert "no answer from" in result["msg"] and f"Alive {alive_ns}/cluster" in result["msg"], result["msg"]
+    # Ansible's start included; one request's retry budget alone is 60 s.
+    assert elapsed < wait_timeout + 37, f"the task took {elapsed:.0f} s with wait_timeout {wait_timeout}"
+
+
 def test_info_reports_deletion_and_holders(alive_ns, run_module, kube) -> None:
     missing = run_module("cluster_alive_info", {"namespace": alive_ns})
     assert missing["changed"] is False
