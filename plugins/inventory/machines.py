@@ -48,9 +48,9 @@ options:
     choices: [lifecycle.machine.machines]
   connections:
     description:
-      - The clusters to read, each with kubernetes.core's connection options. Unset options come from the
-        C(K8S_AUTH_*) environment variables (how AWX injects credentials), then the default kubeconfig or the
-        in-cluster service account, exactly as for the collection's modules.
+      - The clusters to read, each with kubernetes.core's connection options, the ones the collection's modules and event
+        source take. Unset options come from the C(K8S_AUTH_*) environment variables (how AWX injects credentials), then
+        the default kubeconfig or the in-cluster service account, exactly as for the collection's modules.
       - Without it, one connection from the environment is used.
     type: list
     elements: dict
@@ -88,12 +88,24 @@ options:
         description: Path of the client certificate's key.
         type: path
         aliases: [key_file]
+      username:
+        description: A user name for basic authentication; most clusters refuse it.
+        type: str
+      password:
+        description: The password of C(username).
+        type: str
       proxy:
         description: An HTTP proxy URL.
         type: str
       no_proxy:
         description: Hosts to reach without the proxy.
         type: str
+      proxy_headers:
+        description: Headers for the proxy, as kubernetes.core's C(proxy_headers) (C(proxy_basic_auth), C(basic_auth), C(user_agent)).
+        type: dict
+      persist_config:
+        description: Whether to write refreshed kubeconfig tokens back to the file.
+        type: bool
       impersonate_user:
         description: The user to act as.
         type: str
@@ -139,7 +151,6 @@ keyed_groups:
 """
 
 import os
-import re
 import sys
 
 from ansible.errors import AnsibleFileNotFound, AnsibleParserError
@@ -148,88 +159,27 @@ from ansible.utils.display import Display
 
 try:
     from ansible_collections.lifecycle.machine.plugins.module_utils._errors import MachineError
-    from ansible_collections.lifecycle.machine.plugins.module_utils._info.logic import describe
-    from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.client import api_from_options
-    from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.errors import ApiError, ConfigError
-    from ansible_collections.lifecycle.machine.plugins.module_utils._machine.api import list_machines, namespace_missing
-    from ansible_collections.lifecycle.machine.plugins.module_utils._machine.flavour import OPENSHIFT, flavour_for
-    from ansible_collections.lifecycle.machine.plugins.module_utils._options.logic import namespace_error, unknown_keys
-    from ansible_collections.lifecycle.machine.plugins.module_utils._workload.api import secret_path
-    from ansible_collections.lifecycle.machine.plugins.module_utils._workload.logic import secret_name
+    from ansible_collections.lifecycle.machine.plugins.module_utils._inventory.logic import (
+        InventoryConnection,
+        connection_errors,
+        host_groups,
+        host_name,
+        host_variables,
+    )
+    from ansible_collections.lifecycle.machine.plugins.module_utils._inventory.run import read_inventory
+    from ansible_collections.lifecycle.machine.plugins.module_utils._options.logic import unknown_keys
 
     IMPORT_ERROR = None
 except ImportError as exc:  # the kubernetes client or kubernetes.core missing
     IMPORT_ERROR = exc
 
-# The connection options passed on to kubernetes.core's client factory.
-AUTH_OPTIONS = ("kubeconfig", "context", "host", "api_key", "validate_certs", "ca_cert", "client_cert", "client_key", "proxy", "no_proxy")
-IMPERSONATION = ("impersonate_user", "impersonate_groups")
-# Ansible checks neither the keys of a connection nor their aliases (documented above): done here.
-ALIASES = {"verify_ssl": "validate_certs", "ssl_ca_cert": "ca_cert", "cert_file": "client_cert", "key_file": "client_key"}
-CONNECTION_KEYS = ("name", *AUTH_OPTIONS, *IMPERSONATION, "namespaces", "label_selectors", "api_version", *ALIASES)
 display = Display()
-
-# Labels that name a Machine's MachineSet and MachineDeployment.
-MACHINESET_LABELS = ("machine.openshift.io/cluster-api-machineset", "cluster.x-k8s.io/set-name")
-MACHINEDEPLOYMENT_LABEL = "cluster.x-k8s.io/deployment-name"
-OPENSHIFT_CLUSTER_LABEL = "machine.openshift.io/cluster-api-cluster"
-
-
-def group_name(prefix: str, value: str) -> str:
-    """``lm_<prefix>_<value>``, lower case, anything but letters, digits and ``_`` as ``_``."""
-    return re.sub(r"[^a-z0-9_]", "_", f"lm_{prefix}_{value}".lower())
-
-
-def host_name(info: dict) -> str:
-    return f"{info['namespace']}.{info['name']}"
-
-
-def host_groups(info: dict, connection: str) -> list[str]:
-    """The groups a Machine belongs to, from its machine_info view."""
-    labels = info.get("labels") or {}
-    groups = ["lm_machines", "lm_openshift" if info["flavour"] == OPENSHIFT else "lm_clusterapi", group_name("connection", connection)]
-    cluster = info.get("cluster_name") or labels.get(OPENSHIFT_CLUSTER_LABEL)
-    if cluster:
-        groups.append(group_name("cluster", cluster))
-    for label in MACHINESET_LABELS:
-        if labels.get(label):
-            groups.append(group_name("machineset", labels[label]))
-    if labels.get(MACHINEDEPLOYMENT_LABEL):
-        groups.append(group_name("machinedeployment", labels[MACHINEDEPLOYMENT_LABEL]))
-    if info.get("phase"):
-        groups.append(group_name("phase", info["phase"]))
-    if info.get("deleting"):
-        groups.append("lm_deleting")
-    return groups
-
-
-def workload_cluster(machine: dict) -> str | None:
-    """The workload cluster of a Cluster API Machine (where its Node is): spec.clusterName, else the
-    cluster-name label; None for an OpenShift Machine, whose Node is beside it, or when neither is set."""
-    flavour = flavour_for(machine)
-    return (flavour.cluster_name(machine) or None) if flavour.split_clusters else None
-
-
-def kubeconfig_secrets(api, clusters: set[tuple[str, str]], forbidden: list[str]) -> dict[tuple[str, str], bool | None]:
-    """Whether the Secret ``<cluster>-kubeconfig`` exists, for each (namespace, cluster): one GET per cluster,
-    whatever the number of its Machines. None when the GET is forbidden; the Secret is added to ``forbidden``."""
-    found: dict[tuple[str, str], bool | None] = {}
-    for namespace, cluster in sorted(clusters):
-        try:
-            found[(namespace, cluster)] = api.get(secret_path(namespace, cluster)) is not None
-        except ApiError as exc:
-            if exc.status != 403:
-                raise MachineError(f"cannot tell whether the Secret {namespace}/{secret_name(cluster)} exists: {exc}") from None
-            found[(namespace, cluster)] = None
-            forbidden.append(f"{namespace}/{secret_name(cluster)}")
-    return found
-
-
-def connection_name(connection: dict) -> str:
-    return connection.get("name") or connection.get("context") or connection.get("host") or "default"
 
 
 class InventoryModule(BaseInventoryPlugin, Constructable, Cacheable):
+    """Thin, like a module: the configuration is checked and hosts are made here; the
+    Machines are read by the runner (``_inventory/run.py``), named and grouped by ``_inventory/logic.py``."""
+
     NAME = "lifecycle.machine.machines"
 
     def verify_file(self, path: str) -> bool:
@@ -260,16 +210,7 @@ class InventoryModule(BaseInventoryPlugin, Constructable, Cacheable):
         """Refuse what Ansible lets through: unknown keys at the top (Ansible ignores them) and in a
         connection, and namespaces no Namespace can be named. An ignored ``namespace`` reads every namespace."""
         errors = [unknown_keys(config or {}, self._options, "The configuration")]
-        for index, connection in enumerate(self.get_option("connections") or []):
-            if not isinstance(connection, dict):
-                errors.append(f"connections[{index}] must be a mapping")
-                continue
-            errors.append(unknown_keys(connection, CONNECTION_KEYS, f"connections[{index}]"))
-            namespaces = connection.get("namespaces") or []
-            if not isinstance(namespaces, list):
-                errors.append(f"connections[{index}].namespaces must be a list")
-                continue
-            errors += [namespace_error(f"connections[{index}].namespaces", namespace) for namespace in namespaces]
+        errors += connection_errors(self.get_option("connections"))
         errors = [error for error in errors if error]
         if errors:
             raise AnsibleParserError(f"lifecycle.machine.machines: {'; '.join(errors)}")
@@ -277,44 +218,21 @@ class InventoryModule(BaseInventoryPlugin, Constructable, Cacheable):
     def read_machines(self) -> list[tuple[str, dict]]:
         """(connection name, machine_info view) of every Machine of every connection, with its workload
         cluster and whether that cluster's kubeconfig Secret exists (``workload_cluster``, ``workload_kubeconfig_secret``)."""
-        found = []
-        forbidden: list[str] = []
-        for connection in self.get_option("connections") or [{}]:
-            name = connection_name(connection)
-            given = {ALIASES.get(key, key): value for key, value in connection.items()}
-            options = {key: given.get(key) for key in AUTH_OPTIONS + IMPERSONATION if given.get(key) is not None}
-            try:
-                if isinstance(options.get("kubeconfig"), str):
-                    # As kubernetes.core's action plugins do: a vaulted kubeconfig is read decrypted.
-                    options["kubeconfig"] = self.loader.get_real_file(os.path.expanduser(options["kubeconfig"]), decrypt=True)
-                api = api_from_options(**options)
-                machines = []
-                for namespace in connection.get("namespaces") or [None]:
-                    selector = ",".join(connection.get("label_selectors") or []) or None
-                    listed = list_machines(api, namespace, selector, connection.get("api_version"))
-                    if not listed and namespace and namespace_missing(api, namespace):
-                        raise MachineError(f"Namespace {namespace} not found")
-                    machines.extend(listed)
-            except (ApiError, MachineError, ConfigError, AnsibleFileNotFound) as exc:
-                raise AnsibleParserError(f"lifecycle.machine.machines: cannot read the Machines of connection {name}: {exc}") from None
-            # Where each Machine's Node is, and whether its kubeconfig Secret is there: one GET per workload cluster.
-            where = [(machine, machine["metadata"]["namespace"], workload_cluster(machine)) for machine in machines]
-            try:
-                secrets = kubeconfig_secrets(api, {(namespace, cluster) for _m, namespace, cluster in where if cluster}, forbidden)
-            except MachineError as exc:
-                raise AnsibleParserError(f"lifecycle.machine.machines: connection {name}: {exc}") from None
-            for machine, namespace, cluster in where:
-                info = describe(machine)
-                info["workload_cluster"] = cluster
-                info["workload_kubeconfig_secret"] = secrets[(namespace, cluster)] if cluster else None
-                found.append((name, info))
-        if forbidden:
-            shown = ", ".join(forbidden[:5]) + (f" and {len(forbidden) - 5} more" if len(forbidden) > 5 else "")
-            display.warning(
-                f"lifecycle.machine.machines: may not read the kubeconfig Secrets {shown} (403 Forbidden), so "
-                "machine_workload_kubeconfig_secret is null for their Machines; grant get on Secrets to tell whether they exist"
-            )
-        return found
+        connections = [InventoryConnection.from_config(connection) for connection in self.get_option("connections") or [{}]]
+        try:
+            read = read_inventory(connections, kubeconfig_file=self.kubeconfig_file)
+        except MachineError as exc:
+            raise AnsibleParserError(f"lifecycle.machine.machines: {exc.msg}") from None
+        if read.warning:
+            display.warning(f"lifecycle.machine.machines: {read.warning}")
+        return read.machines
+
+    def kubeconfig_file(self, path: str) -> str:
+        """As kubernetes.core's action plugins do: a vaulted kubeconfig is read decrypted."""
+        try:
+            return self.loader.get_real_file(os.path.expanduser(path), decrypt=True)
+        except AnsibleFileNotFound as exc:
+            raise MachineError(str(exc)) from None
 
     def add_machine(self, connection: str, info: dict) -> None:
         host = host_name(info)
@@ -322,12 +240,7 @@ class InventoryModule(BaseInventoryPlugin, Constructable, Cacheable):
         for group in host_groups(info, connection):
             self.inventory.add_group(group)
             self.inventory.add_child(group, host)
-        variables = {f"machine_{key}": value for key, value in info.items()}
-        # What the delete_machine role and the modules need to find the Machine again.
-        variables["machine_ref"] = {key: info[key] for key in ("name", "namespace", "api_version", "flavour")}
-        # Tasks for a Machine talk to its cluster from the controller, with the Python running Ansible
-        # (inventory values are not templated, so not "{{ ansible_playbook_python }}").
-        variables.update(machine_connection=connection, ansible_connection="local", ansible_python_interpreter=sys.executable)
+        variables = host_variables(connection, info, sys.executable)
         for key, value in variables.items():
             self.inventory.set_variable(host, key, value)
         strict = self.get_option("strict")

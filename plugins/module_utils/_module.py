@@ -1,7 +1,7 @@
 # Copyright: lifecycle.machine contributors
 # Apache License 2.0 (see LICENSE)
 """The modules' side of the collection: the module object, the connection
-options, and :func:`run`, the one place that turns a feature's result or
+options (the list all entry points share, ``_options.connection``), and :func:`run`, the one place that turns a feature's result or
 failure into ``exit_json`` / ``fail_json``. The only file that imports
 AnsibleModule.
 """
@@ -24,6 +24,7 @@ from ansible.module_utils.basic import AnsibleModule, missing_required_lib
 from ansible_collections.lifecycle.machine.plugins.module_utils._errors import MachineError
 from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.client import api_from_module
 from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.errors import ApiError, Cancelled, ConfigError
+from ansible_collections.lifecycle.machine.plugins.module_utils._options.connection import CONNECTION_OPTIONS
 from ansible_collections.lifecycle.machine.plugins.module_utils._timeutil import DURATIONPY_IMPORT_ERROR
 
 try:
@@ -85,8 +86,9 @@ def new_module(argument_spec: dict, **kwargs: Any) -> Any:
 
 
 def auth_argument_spec() -> dict:
-    """kubernetes.core's connection options (kubeconfig, context, host, ...)."""
-    return copy.deepcopy(AUTH_ARG_SPEC)
+    """The connection options (``_options.connection``: kubeconfig, context, host, ...), each
+    as kubernetes.core specifies it (type, aliases, no_log; its doc fragment documents them)."""
+    return {name: copy.deepcopy(AUTH_ARG_SPEC[name]) for name in CONNECTION_OPTIONS if name in AUTH_ARG_SPEC}
 
 
 def machine_argument_spec() -> dict:

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from ansible_collections.lifecycle.machine.plugins.module_utils._errors import MachineError
 from ansible_collections.lifecycle.machine.plugins.module_utils._info.logic import describe
 from ansible_collections.lifecycle.machine.plugins.module_utils._machine.flavour import PRE_DRAIN, PRE_TERMINATE, flavour_for, is_deleting
+from ansible_collections.lifecycle.machine.plugins.module_utils._options.connection import CONNECTION_OPTIONS, connection_options
 from ansible_collections.lifecycle.machine.plugins.module_utils._options.logic import namespace_error
 
 POINTS = (PRE_DRAIN, PRE_TERMINATE)
@@ -63,30 +64,12 @@ class GateSourceRequest:
     resync_interval: int = DEFAULT_RESYNC_INTERVAL
     connection: dict = field(default_factory=dict)
 
-    # Every argument the source accepts: its own, then kubernetes.core's connection options.
+    # Every argument the source accepts: its own, then the connection options (``_options.connection``).
     SOURCE_OPTIONS = ("point", "hook_name", "hook_owner", "gate", "namespace", "label_selectors", "api_version", "resync_interval")
-    CONNECTION_OPTIONS = (
-        "kubeconfig",
-        "context",
-        "host",
-        "api_key",
-        "username",
-        "password",
-        "validate_certs",
-        "ca_cert",
-        "client_cert",
-        "client_key",
-        "proxy",
-        "no_proxy",
-        "proxy_headers",
-        "persist_config",
-        "impersonate_user",
-        "impersonate_groups",
-    )
 
     @classmethod
     def from_args(cls, args: dict) -> GateSourceRequest:
-        known = {*cls.SOURCE_OPTIONS, *cls.CONNECTION_OPTIONS}
+        known = {*cls.SOURCE_OPTIONS, *CONNECTION_OPTIONS}
         unknown = sorted(set(args) - known)
         if unknown:
             raise MachineError(f"Unknown argument(s) of lifecycle.machine.machine_gates: {', '.join(unknown)}; known: {', '.join(sorted(known))}")
@@ -117,7 +100,7 @@ class GateSourceRequest:
             label_selectors=_strings(args.get("label_selectors"), "label_selectors"),
             api_version=_text(args, "api_version"),
             resync_interval=resync,
-            connection={key: args[key] for key in cls.CONNECTION_OPTIONS if args.get(key) not in (None, "")},
+            connection=connection_options(args),
         )
 
     @property

@@ -15,6 +15,7 @@ import yaml
 from ansible_collections.kubernetes.core.plugins.module_utils.args_common import AUTH_ARG_MAP
 from ansible_collections.lifecycle.machine.plugins.module_utils._errors import MachineError
 from ansible_collections.lifecycle.machine.plugins.module_utils._gates.logic import GateSourceRequest
+from ansible_collections.lifecycle.machine.plugins.module_utils._options.connection import CONNECTION_OPTIONS
 
 SOURCE = Path(__file__).resolve().parents[3] / "extensions" / "eda" / "plugins" / "event_source" / "machine_gates.py"
 
@@ -27,7 +28,7 @@ def _load():
 
 
 machine_gates = _load()
-ACCEPTED = {*GateSourceRequest.SOURCE_OPTIONS, *GateSourceRequest.CONNECTION_OPTIONS}
+ACCEPTED = {*GateSourceRequest.SOURCE_OPTIONS, *CONNECTION_OPTIONS}
 
 
 def test_the_documentation_lists_every_argument_accepted() -> None:
@@ -96,4 +97,4 @@ def test_the_eda_credential_type_injects_what_the_source_reads() -> None:
     for value in [*injectors["env"].values(), *injectors.get("file", {}).values()]:
         (name,) = re.fullmatch(r"\{\{ ([\w.]+) \}\}", value).groups()
         assert name in fields or name.removeprefix("eda.filename.") in files, value
-    assert {name for name in GateSourceRequest.CONNECTION_OPTIONS if name in AUTH_ARG_MAP.values()} >= {"host", "api_key", "ca_cert"}
+    assert {name for name in CONNECTION_OPTIONS if name in AUTH_ARG_MAP.values()} >= {"host", "api_key", "ca_cert"}

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from ansible_collections.lifecycle.machine.plugins.inventory.machines import kubeconfig_secrets, workload_cluster
+from ansible_collections.lifecycle.machine.plugins.module_utils._inventory.logic import workload_cluster
+from ansible_collections.lifecycle.machine.plugins.module_utils._inventory.run import kubeconfig_secrets
 from ansible_collections.lifecycle.machine.plugins.module_utils._errors import MachineError
 from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.errors import ApiError
 

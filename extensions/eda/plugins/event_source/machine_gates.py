@@ -163,6 +163,7 @@ from ansible_collections.lifecycle.machine.plugins.module_utils._errors import M
 from ansible_collections.lifecycle.machine.plugins.module_utils._gates.logic import POINTS, GateSourceRequest
 from ansible_collections.lifecycle.machine.plugins.module_utils._gates.run import GateSource
 from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.client import api_from_options
+from ansible_collections.lifecycle.machine.plugins.module_utils._options.connection import CONNECTION_OPTIONS
 
 
 async def main(queue: asyncio.Queue, args: dict[str, Any]) -> None:
@@ -203,7 +204,7 @@ def _boolean(text: str) -> bool:
 def cli_args(argv: list[str] | None = None) -> dict[str, Any]:
     """The source's arguments from a command line (only the flags given), for trying it without a rulebook."""
     parser = argparse.ArgumentParser(prog="machine_gates.py", description="Print each gate a Machine reaches as a JSON line, as a rulebook would get it.")
-    for name in (*GateSourceRequest.SOURCE_OPTIONS, *GateSourceRequest.CONNECTION_OPTIONS):
+    for name in (*GateSourceRequest.SOURCE_OPTIONS, *CONNECTION_OPTIONS):
         if name in _LISTS:
             parser.add_argument(f"--{_LISTS[name]}", dest=name, action="append", choices=POINTS if name == "point" else None)
         elif name in _BOOLEANS:
