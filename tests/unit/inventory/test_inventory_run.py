@@ -70,7 +70,7 @@ def test_a_forbidden_secret_is_a_warning_and_a_missing_namespace_a_failure() -> 
     assert {info["name"]: info["workload_kubeconfig_secret"] for _c, info in read.machines} == {"c1-a": True, "c1-b": True, "c2-a": None}
     assert read.warning.startswith("may not read the kubeconfig Secrets fleet/c2-kubeconfig (403 Forbidden)")
     fake.missing_namespaces.add("typo")
-    with pytest.raises(MachineError, match="^cannot read the Machines of connection default: Namespace typo not found$"):
+    with pytest.raises(MachineError, match=r"^cannot read the Machines of connection default: Namespace typo not found$"):
         read_inventory([InventoryConnection(namespaces=("typo",))], connect=lambda **_options: fake)
 
 
@@ -78,5 +78,5 @@ def test_a_kubeconfig_that_cannot_be_read_names_the_connection() -> None:
     def unreadable(path: str) -> str:
         raise MachineError(f"could not find or access '{path}'")
 
-    with pytest.raises(MachineError, match="^cannot read the Machines of connection prod: could not find or access 'k'$"):
+    with pytest.raises(MachineError, match=r"^cannot read the Machines of connection prod: could not find or access 'k'$"):
         read_inventory([InventoryConnection(name="prod", options={"kubeconfig": "k"})], kubeconfig_file=unreadable, connect=lambda **_options: world())

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
+from ansible_collections.lifecycle.machine.plugins.module_utils._errors import MachineError
 from ansible_collections.lifecycle.machine.plugins.module_utils._inventory.logic import workload_cluster
 from ansible_collections.lifecycle.machine.plugins.module_utils._inventory.run import kubeconfig_secrets
-from ansible_collections.lifecycle.machine.plugins.module_utils._errors import MachineError
 from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.errors import ApiError
 
 

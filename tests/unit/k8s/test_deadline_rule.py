@@ -53,11 +53,7 @@ def python_files() -> list[Path]:
 
 
 def test_nothing_outside_the_transport_assigns_a_transports_deadline() -> None:
-    offences = [
-        f"{path.relative_to(REPO)}:{line}: {text} = ..."
-        for path in python_files()
-        for line, text in deadline_assignments(path.read_text(), str(path))
-    ]
+    offences = [f"{path.relative_to(REPO)}:{line}: {text} = ..." for path in python_files() for line, text in deadline_assignments(path.read_text(), str(path))]
     assert not offences, (
         "A task's deadline is given to the transport where the task's KubeApi is made - "
         "api.fork(deadline=...) - and passed down as an absolute deadline, never assigned afterwards:\n" + "\n".join(offences)

@@ -20,7 +20,7 @@ def documented_options(path: Path) -> dict:
 
 def test_the_list_is_kubernetes_cores_with_its_aliases() -> None:
     assert set(CONNECTION_OPTIONS) == set(AUTH_ARG_SPEC)
-    assert ALIASES == {alias: name for name, spec in AUTH_ARG_SPEC.items() for alias in spec.get("aliases", [])}
+    assert {alias: name for name, spec in AUTH_ARG_SPEC.items() for alias in spec.get("aliases", [])} == ALIASES
 
 
 def test_the_modules_take_the_list_as_kubernetes_core_specifies_it() -> None:
