@@ -268,7 +268,7 @@ class KubeApi:
         child._deadline_from = deadline_from
         child._cancelled, child._streams, child._streams_lock = self._cancelled, self._streams, self._streams_lock
         child._others, child._others_lock = self._others, self._others_lock
-        child.discovery = self.discovery
+        child.discovery = self.discovery.through(child)
         child._answered = self._answered
         with self._lock:
             self._children.append(child)

@@ -23,6 +23,13 @@ class Discovery:
         self._groups: dict[str, list[str]] = {}
         self._resources: dict[str, list[dict] | None] = {}
 
+    def through(self, api: Any) -> Discovery:
+        """The same answers (one cache), asked through ``api`` when not known yet: a fork's
+        discovery requests are the fork's, within its task's deadline."""
+        view = Discovery(api)
+        view._lock, view._groups, view._resources = self._lock, self._groups, self._resources
+        return view
+
     def invalidate(self) -> None:
         with self._lock:
             self._groups.clear()

@@ -91,3 +91,15 @@ def test_kubeapi_served_versions_is_discoverys() -> None:
     assert api.served_versions("cluster.x-k8s.io") == ["v1beta2", "v1beta1"]
     assert api.served_versions("cluster.x-k8s.io") == ["v1beta2", "v1beta1"]
     assert len(client.sent) == 1
+
+
+def test_a_fork_asks_through_itself_and_shares_the_answers() -> None:
+    api, client, clock = make_api()
+    client.always = lambda sent: ok(SERVED[sent.path]) if sent.path in SERVED else status(404, "not found")
+    task = api.fork(deadline=clock() + 30)
+    assert task.served_versions("cluster.x-k8s.io") == ["v1beta2", "v1beta1"]
+    assert (task.request_count, api.request_count) == (1, 0), "the task's own request, within its deadline"
+    assert api.served_versions("cluster.x-k8s.io") == ["v1beta2", "v1beta1"]
+    assert api.fork().discovery.serves("cluster.x-k8s.io/v1beta2") is True
+    assert task.discovery.resource("cluster.x-k8s.io/v1beta2", kind="Machine")["name"] == "machines"
+    assert client.requests == [("GET", "/apis/cluster.x-k8s.io"), ("GET", "/apis/cluster.x-k8s.io/v1beta2")], "each asked once for every fork"
