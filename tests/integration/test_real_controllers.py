@@ -8,11 +8,13 @@ collection's ``machine_hook`` module (run through ``ansible``) removes the hook,
 and that the controller itself drains the Node, deletes the infrastructure and
 the Node and lets the Machine go.
 
-Not part of ``make test``: ``make conformance`` builds the controllers and runs
-this file. Without the binaries every test skips, naming the command that builds
-them; with them, the tests still skip unless ``make conformance`` runs them
-(LIFECYCLE_MACHINE_CONFORMANCE=1) or this file is named on pytest's command line,
-so a machine that once built the controllers does not run them in ``make test``.
+Both are in the fixed subset of real-controller tests that ``make test`` (and so
+CI) runs: its integration step builds the controllers when they are missing and
+sets LIFECYCLE_MACHINE_REAL_CONTROLLERS=1, which runs the tests marked
+``real_controllers_subset``. ``make conformance`` runs every real-controller test
+(LIFECYCLE_MACHINE_CONFORMANCE=1). Run otherwise, they skip unless this file is
+named on pytest's command line; without the binaries they skip, naming the
+command that builds them.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.client impo
 pytestmark = [pytest.mark.real_controllers, pytest.mark.slow]
 
 
+@pytest.mark.real_controllers_subset
 def test_real_cluster_api_holds_at_each_hook_until_machine_hook_removes_it(capi_plane: dict) -> None:
     state_dir = Path(capi_plane["state_dir"])
     management_kubeconfig = state_dir / "kubeconfig"
@@ -115,6 +118,7 @@ def _openshift_condition(machine: dict | None, kind: str) -> dict:
     return next((c for c in ((machine or {}).get("status") or {}).get("conditions") or [] if c.get("type") == kind), {})
 
 
+@pytest.mark.real_controllers_subset
 def test_real_openshift_machine_controller_holds_at_each_hook_until_machine_hook_removes_it(mapi_plane: dict) -> None:
     state_dir = Path(mapi_plane["state_dir"])
     kubeconfig = state_dir / "kubeconfig"
