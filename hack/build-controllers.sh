@@ -8,9 +8,11 @@
 #         (tools/mapi, wrapping github.com/openshift/machine-api-operator), and the
 #         Machine CRD of the openshift/api version it is built with
 #
-# Kept apart from hack/build-tools.sh so that `make test` and CI never build
-# them. Cached the same way: $cache/<name>-<hash of go.mod, go.sum, *.go and this
-# script>/, so a machine pays each cold build once.
+# Kept apart from hack/build-tools.sh, which builds the control plane: `make test`
+# and CI run this too (a short subset of the real-controller tests is part of
+# them), `make conformance` runs every real-controller test. Cached the same way:
+# $cache/<name>-<hash of go.mod, go.sum, *.go and this script>/, so a machine pays
+# each cold build once.
 #
 #   hack/build-controllers.sh [capi] [mapi]          build what is missing (default: both)
 #   hack/build-controllers.sh --check [capi] [mapi]  build nothing; exit 1 if one is missing
