@@ -5,13 +5,11 @@ for, why a Machine's flavour refuses them, and the status patch."""
 
 from __future__ import annotations
 
-import datetime as _dt
-from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from ansible_collections.lifecycle.machine.plugins.module_utils._errors import MachineError
 from ansible_collections.lifecycle.machine.plugins.module_utils._machine.conditions import hook_condition_type
-from ansible_collections.lifecycle.machine.plugins.module_utils._machine.flavour import Flavour, flavour_for, machine_label
+from ansible_collections.lifecycle.machine.plugins.module_utils._machine.flavour import flavour_for, machine_label
 from ansible_collections.lifecycle.machine.plugins.module_utils._machine.selection import MachineSelection, selection_errors
 from ansible_collections.lifecycle.machine.plugins.module_utils._options.logic import check_options
 
@@ -91,15 +89,3 @@ def refusal(machine: dict, request: ConditionRequest) -> str | None:
     if not errors:
         return None
     return f"Cannot {request.verb} condition {request.condition_type} on Machine {machine_label(machine)}: {'; '.join(errors)}"
-
-
-def patch_builder(flavour: Flavour, condition_type: str, condition: dict | None, now: _dt.datetime, seen: dict) -> Callable[[dict], dict | None]:
-    """build(current Machine) -> status patch or None, for update_with_retry; notes the condition it found in ``seen``."""
-
-    def build(current: dict) -> dict | None:
-        seen["before"] = flavour.custom_condition(current, condition_type)
-        if condition is None:
-            return flavour.remove_condition_patch(current, condition_type)
-        return flavour.set_condition_patch(current, condition, now)
-
-    return build

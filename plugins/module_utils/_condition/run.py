@@ -9,12 +9,12 @@ from ansible_collections.lifecycle.machine.plugins.module_utils._condition.logic
     ConditionRequest,
     desired_condition,
     desired_event,
-    patch_builder,
     refusal,
 )
 from ansible_collections.lifecycle.machine.plugins.module_utils._errors import MachineError
 from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.client import KubeApi
 from ansible_collections.lifecycle.machine.plugins.module_utils._machine.api import emit_event, select_machines, update_with_retry
+from ansible_collections.lifecycle.machine.plugins.module_utils._machine.conditions import patch_builder
 from ansible_collections.lifecycle.machine.plugins.module_utils._machine.flavour import flavour_for, machine_label
 from ansible_collections.lifecycle.machine.plugins.module_utils._timeutil import now
 

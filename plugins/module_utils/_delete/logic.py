@@ -17,7 +17,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from ansible_collections.lifecycle.machine.plugins.module_utils._drain.logic import normalize_rules
+from ansible_collections.lifecycle.machine.plugins.module_utils._drain.rules import normalize_rules
 from ansible_collections.lifecycle.machine.plugins.module_utils._machine.controller import AUTO, DEFAULT_GRACE, SETTINGS
 from ansible_collections.lifecycle.machine.plugins.module_utils._options.logic import Bound, bound_errors, invalid_names, invalid_options, seconds
 from ansible_collections.lifecycle.machine.plugins.module_utils._workload.logic import WorkloadSettings, workload_settings

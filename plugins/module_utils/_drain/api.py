@@ -22,24 +22,17 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 
 from ansible_collections.lifecycle.machine.plugins.module_utils._drain.budgets import budget_groups, covering_budgets, dry_run_allowance, ready
-from ansible_collections.lifecycle.machine.plugins.module_utils._drain.logic import (
-    PDB_MESSAGE,
-    PodWait,
-    classify_pods,
-    daemonset_refs,
-    eviction_failure_message,
-    is_node_unreachable,
-    is_unschedulable,
-    plan_drain,
-    pod_key,
-    progress_message,
-)
-from ansible_collections.lifecycle.machine.plugins.module_utils._drain.passes import DrainPass, EvictionMemory, EvictionOutcome
+from ansible_collections.lifecycle.machine.plugins.module_utils._drain.evictions import eviction_failure_message
+from ansible_collections.lifecycle.machine.plugins.module_utils._drain.logic import PDB_MESSAGE, classify_pods, daemonset_refs, plan_drain, progress_message
+from ansible_collections.lifecycle.machine.plugins.module_utils._drain.passes import DrainPass, EvictionMemory, EvictionOutcome, PodWait
+from ansible_collections.lifecycle.machine.plugins.module_utils._drain.pods import pod_key
+from ansible_collections.lifecycle.machine.plugins.module_utils._drain.rules import SKIP, merge_rules
 from ansible_collections.lifecycle.machine.plugins.module_utils._drain.view import DrainView, budget_key
 from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.client import KubeApi
 from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.errors import ApiError
 from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.paths import resource_path
 from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.watch import watch_until
+from ansible_collections.lifecycle.machine.plugins.module_utils._machine.nodes import is_node_unreachable, is_unschedulable
 
 CAPI_GROUP = "cluster.x-k8s.io"
 DRAIN_RULES_PLURAL = "machinedrainrules"
@@ -78,6 +71,17 @@ def served_drain_rules(api: KubeApi, namespace: str) -> list[dict]:
         if api.discovery.resource(f"{CAPI_GROUP}/{version}", plural=DRAIN_RULES_PLURAL) is not None:
             return api.list(resource_path(f"{CAPI_GROUP}/{version}", DRAIN_RULES_PLURAL, namespace))
     return []
+
+
+def load_drain_rules(api: KubeApi, namespace: str | None, inline: list | None, use_cluster_rules: bool) -> list[dict]:
+    """The MachineDrainRules that decide a drain, validated and sorted by name:
+    the task's own (``inline``) merged with the ones the cluster serves in the
+    Machine's ``namespace`` (none without ``use_cluster_rules`` or a namespace,
+    as for a bare Node); an inline rule replaces a served one of the same name.
+    machine_drain and machine_terminate both load them here, so both count the
+    same Pods as skipped. Raises DrainRuleError naming an invalid rule."""
+    served = served_drain_rules(api, namespace) if use_cluster_rules and namespace else []
+    return merge_rules(list(inline or []), served, namespace)
 
 
 class PodContext:
@@ -486,3 +490,34 @@ def refused_budgets(drain: DrainPass, budgets: list[dict]) -> set[str]:
     refused = {key for message, keys in drain.outcome.failures.items() if message.startswith(PDB_MESSAGE) for key in keys}
     pods = [pod for pod in drain.pods if pod_key(pod) in refused]
     return {budget_key(budget) for pod in pods for budget in covering_budgets(pod, budgets)}
+
+
+class SkippedPods:
+    """Which of a Node's Pods the drain skips (DaemonSet, static, skip label or
+    rule), as machine_terminate's volume wait asks: their claims stay attached
+    until the Node goes. What the Pods' Namespaces and DaemonSets look like is
+    read as rarely as possible (:class:`PodContext`)."""
+
+    def __init__(self, node_api: KubeApi):
+        self.node_api = node_api
+        self.context = PodContext(node_api)
+
+    def pods(self, node: dict) -> list[dict]:
+        """Every Pod bound to the Node, read now."""
+        pods, _version = list_node_pods(self.node_api, node["metadata"]["name"])
+        return pods
+
+    def among(self, pods: list[dict], node: dict, *, machine: dict, cluster: dict | None, rules: list[dict], now: _dt.datetime) -> list[dict]:
+        """The ``pods`` the drain would skip, decided as machine_drain decides (:func:`load_drain_rules` gives ``rules``)."""
+        decisions = classify_pods(
+            pods,
+            machine=machine,
+            cluster=cluster,
+            namespaces=self.context.namespaces(pods),
+            existing_daemonsets=self.context.existing_daemonsets(pods),
+            rules=rules,
+            node_unreachable=is_node_unreachable(node),
+            now=now,
+        )
+        skipped = {decision.key for decision in decisions if decision.behavior == SKIP}
+        return [pod for pod in pods if pod_key(pod) in skipped]

@@ -6,7 +6,10 @@ can predict of a budget's refusals."""
 
 from __future__ import annotations
 
-from ansible_collections.lifecycle.machine.plugins.module_utils._drain.logic import PDB_MESSAGE, eviction_failure_message, match_label_selector, pod_key
+from ansible_collections.lifecycle.machine.plugins.module_utils._drain.evictions import eviction_failure_message
+from ansible_collections.lifecycle.machine.plugins.module_utils._drain.logic import PDB_MESSAGE
+from ansible_collections.lifecycle.machine.plugins.module_utils._drain.pods import pod_key
+from ansible_collections.lifecycle.machine.plugins.module_utils._drain.selectors import match_label_selector
 
 
 def ready(pod: dict) -> bool:

@@ -4,28 +4,26 @@
 how to report progress, following Cluster API's Machine controller.
 
 Nothing here talks to Kubernetes. Callers pass plain dicts (Pods, Namespaces,
-MachineDrainRules, the Machine and its Cluster) as the API returns them and
+the Machine and its Cluster, MachineDrainRules) as the API returns them and
 get plain values back. The behaviour is Cluster API's Machine controller's,
 as docs/behaviour.md §3 describes it (including where the collection differs).
+The rules themselves are :mod:`rules`, their label selectors :mod:`selectors`.
 """
 
 from __future__ import annotations
 
 import datetime as _dt
-import json
-import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from ansible_collections.lifecycle.machine.plugins.module_utils._errors import MachineError
+from ansible_collections.lifecycle.machine.plugins.module_utils._drain.pods import claim_names, controller_of, is_running, meta, phase, pod_key, volumes
+from ansible_collections.lifecycle.machine.plugins.module_utils._drain.rules import DRAIN, SKIP, WAIT_COMPLETED, DrainError, rule_for_pod, rules_for_machine
+from ansible_collections.lifecycle.machine.plugins.module_utils._drain.selectors import labels_of
 from ansible_collections.lifecycle.machine.plugins.module_utils._timeutil import parse_time, rfc3339
 
-DRAIN, SKIP, WAIT_COMPLETED = "Drain", "Skip", "WaitCompleted"
-BEHAVIORS = (DRAIN, SKIP, WAIT_COMPLETED)
 DRAIN_LABEL = "cluster.x-k8s.io/drain"
 MIRROR_ANNOTATION = "kubernetes.io/config.mirror"
-NAMESPACE_TERMINATING_CAUSE = "NamespaceTerminating"
 
 # When the Node is unreachable its kubelet never confirms deletions: Pods whose
 # deletionTimestamp is more than this many whole seconds old are ignored, and
@@ -39,86 +37,13 @@ WARNING_NO_CONTROLLER = "evicting Pod that has no controller"
 
 PDB_MESSAGE = "Cannot evict pod as it would violate the pod's disruption budget."
 _PDB_MESSAGE_LOWER = "c" + PDB_MESSAGE[1:]
-TERMINATING_NAMESPACE_MESSAGE = "Cannot evict pod from terminating namespace: unable to create eviction (kube-controller-manager should set deletionTimestamp)"
 
-INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
-_FINISHED_PHASES = ("Succeeded", "Failed")
 _MAX_NAMES_PER_LINE = 3
 _MAX_FAILURE_LINES = 5
 
-_LABEL_NAME_RE = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
-_LABEL_VALUE_RE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
-_DNS1123_SUBDOMAIN_RE = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
-_SELECTOR_OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist")
-
-
-class DrainError(MachineError):
-    """The drain cannot be planned (bad input, missing Namespace, ...)."""
-
-
-class DrainRuleError(DrainError, ValueError):
-    """A MachineDrainRule is invalid; ``rule`` names it (``ns/name`` or ``name``)."""
-
-    def __init__(self, rule: str, reason: str):
-        super().__init__(f"Invalid MachineDrainRule {rule}: {reason}")
-        self.rule = rule
-        self.reason = reason
-
 
 # ---------------------------------------------------------------------------
-# Small accessors
-
-
-def _meta(obj: dict | None) -> dict:
-    return ((obj or {}).get("metadata")) or {}
-
-
-def _labels(obj: dict | None) -> dict:
-    return _meta(obj).get("labels") or {}
-
-
-def pod_key(pod: dict) -> str:
-    """``namespace/name`` of a Pod (or of any namespaced object)."""
-    meta = _meta(pod)
-    return f"{meta.get('namespace', '')}/{meta.get('name', '')}"
-
-
-def is_node_unreachable(node: dict | None) -> bool:
-    """True when the Node's Ready condition is ``Unknown`` (``False`` is reachable but not ready)."""
-    for condition in ((node or {}).get("status") or {}).get("conditions") or []:
-        if condition.get("type") == "Ready":
-            return condition.get("status") == "Unknown"
-    return False
-
-
-def is_unschedulable(node: dict | None) -> bool:
-    """Whether the Node is cordoned (``spec.unschedulable``)."""
-    return bool(((node or {}).get("spec") or {}).get("unschedulable"))
-
-
-def _controller_of(pod: dict) -> dict | None:
-    # Like metav1.GetControllerOf: the first ownerReference with controller=true.
-    for ref in _meta(pod).get("ownerReferences") or []:
-        if ref.get("controller") is True:
-            return ref
-    return None
-
-
-def _phase(pod: dict) -> str:
-    return ((pod.get("status") or {}).get("phase")) or ""
-
-
-def _volumes(pod: dict) -> list[dict]:
-    return ((pod.get("spec") or {}).get("volumes")) or []
-
-
-def _claim_names(pod: dict) -> list[str]:
-    names = []
-    for volume in _volumes(pod):
-        claim = (volume.get("persistentVolumeClaim") or {}).get("claimName")
-        if claim:
-            names.append(claim)
-    return names
+# Classification
 
 
 def daemonset_refs(pods: Iterable[dict]) -> set[tuple[str, str]]:
@@ -128,279 +53,10 @@ def daemonset_refs(pods: Iterable[dict]) -> set[tuple[str, str]]:
     """
     refs = set()
     for pod in pods:
-        controller = _controller_of(pod)
-        if controller and controller.get("kind") == "DaemonSet" and _phase(pod) not in _FINISHED_PHASES:
-            refs.add((_meta(pod).get("namespace", ""), controller.get("name", "")))
+        controller = controller_of(pod)
+        if controller and controller.get("kind") == "DaemonSet" and is_running(pod):
+            refs.add((meta(pod).get("namespace", ""), controller.get("name", "")))
     return refs
-
-
-# ---------------------------------------------------------------------------
-# Label selectors (metav1.LabelSelector)
-
-
-def _check_label_key(key: Any) -> None:
-    if not isinstance(key, str):
-        raise ValueError(f"label key {key!r} must be a string")
-    if key.count("/") > 1:
-        raise ValueError(f"invalid label key {key!r}: at most one '/' is allowed")
-    prefix, slash, name = key.partition("/") if "/" in key else ("", "", key)
-    if slash and (not prefix or len(prefix) > 253 or not _DNS1123_SUBDOMAIN_RE.match(prefix)):
-        raise ValueError(f"invalid label key {key!r}: the prefix must be a DNS subdomain of at most 253 characters")
-    if not name or len(name) > 63 or not _LABEL_NAME_RE.match(name):
-        raise ValueError(
-            f"invalid label key {key!r}: the name part must be 1-63 characters, alphanumeric, '-', '_' or '.',"
-            " starting and ending with an alphanumeric character"
-        )
-
-
-def _check_label_value(key: str, value: Any) -> None:
-    if not isinstance(value, str):
-        raise ValueError(f"value {value!r} for label key {key!r} must be a string")
-    if len(value) > 63 or not _LABEL_VALUE_RE.match(value):
-        raise ValueError(
-            f"invalid value {value!r} for label key {key!r}: must be empty or at most 63 characters,"
-            " alphanumeric, '-', '_' or '.', starting and ending with an alphanumeric character"
-        )
-
-
-def _expression_requirement(expression: Any) -> tuple[str, str, frozenset[str]]:
-    if not isinstance(expression, dict):
-        raise ValueError("each matchExpressions entry must be a mapping")
-    unknown = sorted(set(expression) - {"key", "operator", "values"})
-    if unknown:
-        raise ValueError(f"unknown matchExpressions field(s): {', '.join(unknown)}")
-    operator = expression.get("operator")
-    if operator not in _SELECTOR_OPERATORS:
-        raise ValueError(f"{operator!r} is not a valid label selector operator (expected In, NotIn, Exists or DoesNotExist)")
-    key = expression.get("key")
-    _check_label_key(key)
-    values = expression.get("values") or []
-    if not isinstance(values, list):
-        raise ValueError(f"values of the {operator} expression on {key!r} must be a list")
-    if operator in ("In", "NotIn") and not values:
-        raise ValueError(f"the {operator} expression on {key!r} needs at least one value")
-    if operator in ("Exists", "DoesNotExist") and values:
-        raise ValueError(f"the {operator} expression on {key!r} must not have values")
-    for value in values:
-        _check_label_value(key, value)
-    return key, operator, frozenset(values)
-
-
-def _selector_requirements(selector: dict | None) -> list[tuple[str, str, frozenset[str]]]:
-    """Parse a LabelSelector into ``(key, operator, values)``; ``[]`` selects everything."""
-    if selector is None:
-        return []
-    if not isinstance(selector, dict):
-        raise ValueError(f"a label selector must be a mapping, got {type(selector).__name__}")
-    unknown = sorted(set(selector) - {"matchLabels", "matchExpressions"})
-    if unknown:
-        raise ValueError(f"unknown label selector field(s): {', '.join(unknown)}")
-    match_labels = selector.get("matchLabels") or {}
-    match_expressions = selector.get("matchExpressions") or []
-    if not isinstance(match_labels, dict):
-        raise ValueError("matchLabels must be a mapping")
-    if not isinstance(match_expressions, list):
-        raise ValueError("matchExpressions must be a list")
-    requirements = []
-    for key, value in match_labels.items():
-        _check_label_key(key)
-        _check_label_value(key, value)
-        requirements.append((key, "In", frozenset([value])))
-    for expression in match_expressions:
-        requirements.append(_expression_requirement(expression))
-    return requirements
-
-
-def _requirement_matches(requirement: tuple[str, str, frozenset[str]], labels: dict) -> bool:
-    key, operator, values = requirement
-    if operator == "In":
-        return key in labels and labels[key] in values
-    if operator == "NotIn":
-        return key not in labels or labels[key] not in values
-    if operator == "Exists":
-        return key in labels
-    return key not in labels  # DoesNotExist
-
-
-def match_label_selector(selector: dict | None, labels: dict | None) -> bool:
-    """Whether ``labels`` satisfy a metav1.LabelSelector.
-
-    ``None`` and ``{}`` select everything (as Cluster API treats them in
-    MachineDrainRules). matchLabels and matchExpressions are ANDed; NotIn and
-    DoesNotExist match when the key is absent. Raises ValueError on an invalid
-    selector (unknown operator, In/NotIn without values, Exists with values,
-    invalid keys or values).
-    """
-    requirements = _selector_requirements(selector)
-    labels = labels or {}
-    return all(_requirement_matches(requirement, labels) for requirement in requirements)
-
-
-# ---------------------------------------------------------------------------
-# MachineDrainRules
-
-_INLINE_FIELDS = {"name", "namespace", "drain", "machines", "pods"}
-_DRAIN_FIELDS = {"behavior", "order"}
-_ENTRY_SELECTORS = {"machines": ("selector", "clusterSelector"), "pods": ("selector", "namespaceSelector")}
-
-
-def _parse_order(rule: str, value: Any) -> int | None:
-    if value is None:
-        return None
-    # Templated playbook values often arrive as strings; accept integer text, never bools or floats.
-    if isinstance(value, str) and re.fullmatch(r"[-+]?[0-9]+", value.strip()):
-        value = int(value)
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise DrainRuleError(rule, f"spec.drain.order must be an integer, got {value!r}")
-    if not INT32_MIN <= value <= INT32_MAX:
-        raise DrainRuleError(rule, f"spec.drain.order {value} is out of the int32 range {INT32_MIN}..{INT32_MAX}")
-    return value
-
-
-def _normalize_entries(rule: str, spec: dict, list_name: str, strict: bool) -> list[dict]:
-    entries = spec.get(list_name)
-    if entries is None:
-        return []
-    if not isinstance(entries, list):
-        raise DrainRuleError(rule, f"spec.{list_name} must be a list")
-    allowed = _ENTRY_SELECTORS[list_name]
-    normalized = []
-    for index, entry in enumerate(entries):
-        path = f"spec.{list_name}[{index}]"
-        if not isinstance(entry, dict):
-            raise DrainRuleError(rule, f"{path} must be a mapping")
-        unknown = sorted(set(entry) - set(allowed))
-        if unknown and strict:
-            # A typo (say namespaceSelector under machines) would otherwise select everything.
-            raise DrainRuleError(rule, f"{path} has unknown field(s) {', '.join(unknown)} (allowed: {', '.join(allowed)})")
-        item = {}
-        for selector_name in allowed:
-            selector = entry.get(selector_name)
-            try:
-                _selector_requirements(selector)
-            except ValueError as exc:
-                raise DrainRuleError(rule, f"{path}.{selector_name}: {exc}") from None
-            item[selector_name] = selector
-        normalized.append(item)
-    return normalized
-
-
-_OBJECT_FIELDS = {"apiVersion", "kind", "metadata", "spec", "status"}
-
-
-def _rule_parts(raw: Any, index: int, served: bool = False) -> tuple[str, str | None, dict, bool]:
-    """Name, namespace, spec and strictness of a rule in the object's shape or an inline rule.
-
-    Only objects read from the cluster (``served``) may carry fields this
-    collection does not know: a newer Cluster API release must not break drains.
-    A rule the user wrote is checked strictly in either shape: an ignored
-    ``podSelector`` would widen the rule to every Pod.
-    """
-    if not isinstance(raw, dict):
-        raise DrainRuleError(f"#{index}", "a rule must be a mapping")
-    if "spec" in raw or "metadata" in raw:
-        # The object's shape (v1beta1 and v1beta2 share it).
-        meta = raw.get("metadata") or {}
-        name, namespace, spec, strict = meta.get("name"), meta.get("namespace"), raw.get("spec"), not served
-        unknown = sorted(set(raw) - _OBJECT_FIELDS)
-        if strict and unknown:
-            label = name if isinstance(name, str) and name else f"#{index}"
-            raise DrainRuleError(label, f"unknown field(s) {', '.join(unknown)} (allowed: {', '.join(sorted(_OBJECT_FIELDS))})")
-    else:
-        name, namespace, spec, strict = raw.get("name"), raw.get("namespace"), raw, True
-    if not isinstance(name, str) or not name:
-        raise DrainRuleError(f"#{index}", "a rule needs a non-empty name (metadata.name, or name for an inline rule)")
-    label = f"{namespace}/{name}" if namespace else name
-    if not isinstance(spec, dict):
-        raise DrainRuleError(label, "spec must be a mapping")
-    if strict:
-        unknown = sorted(set(spec) - _INLINE_FIELDS)
-        if unknown:
-            allowed = _INLINE_FIELDS - {"name", "namespace"} if "spec" in raw else _INLINE_FIELDS
-            where = "spec has " if "spec" in raw else ""
-            raise DrainRuleError(label, f"{where}unknown field(s) {', '.join(unknown)} (allowed: {', '.join(sorted(allowed))})")
-    if namespace is not None and not isinstance(namespace, str):
-        raise DrainRuleError(label, "namespace must be a string")
-    return name, namespace or None, spec, strict
-
-
-def normalize_rules(rules: list[dict] | None, namespace: str | None = None, served: bool = False) -> list[dict]:
-    """Validate MachineDrainRules and return them in one shape, sorted by name (byte order).
-
-    Accepts objects as served (``metadata.name``/``namespace`` and ``spec.drain``,
-    ``spec.machines``, ``spec.pods``; v1beta1 and v1beta2 have the same shape) and
-    inline rules ``{"name", "drain": {"behavior", "order"}, "machines", "pods"}``.
-    With ``namespace``, served rules of other namespaces are dropped (inline
-    rules have no namespace and always apply). ``served`` says the rules were
-    read from the cluster, whose unknown fields are ignored; anything else is
-    checked strictly.
-
-    Each result is ``{"name", "namespace", "drain": {"behavior", "order"},
-    "machines": [{"selector", "clusterSelector"}], "pods": [{"selector",
-    "namespaceSelector"}]}`` with ``order`` None when unset and absent lists as
-    ``[]`` (which matches everything). The result is itself a valid inline rule
-    list, so normalising twice changes nothing.
-
-    Raises DrainRuleError naming the rule: unknown behavior, order with a
-    behavior other than Drain, order outside int32, an invalid selector,
-    duplicate names, unknown fields in an inline rule.
-    """
-    normalized = []
-    seen: set[str] = set()
-    for index, raw in enumerate(rules or []):
-        name, rule_namespace, spec, strict = _rule_parts(raw, index, served)
-        label = f"{rule_namespace}/{name}" if rule_namespace else name
-        if namespace is not None and rule_namespace is not None and rule_namespace != namespace:
-            continue
-        drain = spec.get("drain")
-        if not isinstance(drain, dict):
-            raise DrainRuleError(label, "spec.drain must be a mapping with a behavior")
-        if strict:
-            unknown = sorted(set(drain) - _DRAIN_FIELDS)
-            if unknown:
-                raise DrainRuleError(label, f"spec.drain has unknown field(s) {', '.join(unknown)} (allowed: behavior, order)")
-        behavior = drain.get("behavior")
-        if behavior not in BEHAVIORS:
-            raise DrainRuleError(label, f"spec.drain.behavior must be one of {', '.join(BEHAVIORS)}, got {behavior!r}")
-        order = _parse_order(label, drain.get("order"))
-        if order is not None and behavior != DRAIN:
-            raise DrainRuleError(label, f'spec.drain.order must not be set if drain behavior is "{SKIP}" or "{WAIT_COMPLETED}"')
-        if name in seen:
-            raise DrainRuleError(label, "another rule has the same name")
-        seen.add(name)
-        normalized.append(
-            {
-                "name": name,
-                "namespace": rule_namespace,
-                "drain": {"behavior": behavior, "order": order},
-                "machines": _normalize_entries(label, spec, "machines", strict),
-                "pods": _normalize_entries(label, spec, "pods", strict),
-            }
-        )
-    # Python compares str by code point, which is the UTF-8 byte order Go's sort uses.
-    normalized.sort(key=lambda rule: rule["name"])
-    return normalized
-
-
-def _rule_applies(entries: list[dict], first: str, second: str, first_labels: dict, second_labels: dict) -> bool:
-    # An empty list applies to everything; entries are ORed, the two selectors in one entry ANDed.
-    if not entries:
-        return True
-    return any(match_label_selector(entry.get(first), first_labels) and match_label_selector(entry.get(second), second_labels) for entry in entries)
-
-
-def rules_for_machine(rules: list[dict], machine: dict | None, cluster: dict | None) -> list[dict]:
-    """The normalised rules whose ``machines`` select this Machine (and its Cluster), by name.
-
-    Without a Machine or Cluster (a bare Node) their labels count as empty: a
-    rule without ``machines`` still applies, one that requires labels does not.
-    """
-    machine_labels, cluster_labels = _labels(machine), _labels(cluster)
-    return [rule for rule in normalize_rules(rules) if _rule_applies(rule["machines"], "selector", "clusterSelector", machine_labels, cluster_labels)]
-
-
-# ---------------------------------------------------------------------------
-# Classification
 
 
 @dataclass
@@ -445,92 +101,131 @@ def _drain_label_behavior(value: Any) -> str | None:
     return None
 
 
-def _basic_filters(
-    pod: dict, *, running: bool, deleted_at: _dt.datetime | None, existing_daemonsets: set[tuple[str, str]], skip_deleted_seconds: int, now: _dt.datetime
-) -> tuple[str | None, list[str]]:
-    """Steps 1-5 (aligned with kubectl drain): a reason to Skip, or None and the warnings so far."""
-    meta = _meta(pod)
-    # 1. On an unreachable Node deleted Pods never go away: ignore them once old enough.
-    # Whole seconds, as upstream truncates (API timestamps have second resolution anyway).
-    if skip_deleted_seconds > 0 and deleted_at is not None and int((now - deleted_at).total_seconds()) > skip_deleted_seconds:
-        return f"deletionTimestamp more than {skip_deleted_seconds}s ago on an unreachable Node", []
+@dataclass(frozen=True)
+class _Candidate:
+    """One Pod as the filters see it, with what the drain knows around it."""
 
-    warnings: list[str] = []
-    controller = _controller_of(pod)
-    # 2. DaemonSet Pods would be recreated at once (they tolerate the unschedulable taint).
-    if controller is not None and controller.get("kind") == "DaemonSet" and running:
-        if (meta.get("namespace", ""), controller.get("name", "")) in existing_daemonsets:
-            return "DaemonSet-managed Pod", []
-        warnings.append(WARNING_ORPHANED_DAEMONSET)
-    # 3. Static Pods: the kubelet recreates the mirror Pod, eviction is pointless.
-    if MIRROR_ANNOTATION in (meta.get("annotations") or {}):
-        return "static Pod", []
-    # 4-5. Warnings only, and only for running Pods: a finished Pod loses nothing.
-    if running and any(volume.get("emptyDir") is not None for volume in _volumes(pod)):
-        warnings.append(WARNING_LOCAL_STORAGE)
-    if running and controller is None:
-        warnings.append(WARNING_NO_CONTROLLER)
-    return None, warnings
+    pod: dict
+    controller: dict | None  # like metav1.GetControllerOf
+    running: bool  # not Succeeded or Failed: Pending and unknown phases count as running, as upstream
+    deleted_at: _dt.datetime | None
+    namespace: dict | None  # the Pod's Namespace; None when it does not exist
+    rules: list[dict]  # the rules that apply to the Machine, by name
+    existing_daemonsets: set[tuple[str, str]]
+    skip_deleted_seconds: int
+    now: _dt.datetime
 
 
-def _label_and_rules(labels: dict, namespace: dict | None, rules: list[dict]) -> tuple[str, int, str] | None:
-    """Steps 6-8: ``(behavior, order, reason)``, or None when the Pod's Namespace is unknown."""
-    # 6. The Pod's own label wins over MachineDrainRules; unknown values are ignored.
-    if DRAIN_LABEL in labels:
-        behavior = _drain_label_behavior(labels[DRAIN_LABEL])
-        if behavior is not None:
-            return behavior, 0, f"label {DRAIN_LABEL}={labels[DRAIN_LABEL]}"
-    # 7. First matching MachineDrainRule by name. Upstream needs the Namespace even without rules.
-    if namespace is None:
+@dataclass(frozen=True)
+class _Verdict:
+    """What one filter says: a decision (``reason`` set: the sequence stops),
+    or Drain with a warning (the next filter has its say)."""
+
+    behavior: str = DRAIN
+    reason: str = ""
+    order: int = 0
+    warning: str = ""
+
+
+_MISSING_NAMESPACE = _Verdict(behavior="", reason="Pod Namespace does not exist")
+
+
+def _skip_deleted(pod: _Candidate) -> _Verdict | None:
+    """1. On an unreachable Node deleted Pods never go away: ignore them once old
+    enough (whole seconds, as upstream truncates; API timestamps have second resolution)."""
+    seconds = pod.skip_deleted_seconds
+    if seconds > 0 and pod.deleted_at is not None and int((pod.now - pod.deleted_at).total_seconds()) > seconds:
+        return _Verdict(SKIP, f"deletionTimestamp more than {seconds}s ago on an unreachable Node")
+    return None
+
+
+def _daemonset(pod: _Candidate) -> _Verdict | None:
+    """2. A running DaemonSet Pod would be recreated at once (it tolerates the
+    unschedulable taint); one whose DaemonSet is gone is evicted with a warning."""
+    if pod.controller is None or pod.controller.get("kind") != "DaemonSet" or not pod.running:
         return None
-    namespace_labels = _labels(namespace)
-    for rule in rules:
-        if _rule_applies(rule["pods"], "selector", "namespaceSelector", labels, namespace_labels):
-            behavior = rule["drain"]["behavior"]
-            order = (rule["drain"]["order"] or 0) if behavior == DRAIN else 0
-            return behavior, order, f"MachineDrainRule {rule['name']}"
-    # 8. Default.
-    return DRAIN, 0, "default"
+    if (meta(pod.pod).get("namespace", ""), pod.controller.get("name", "")) in pod.existing_daemonsets:
+        return _Verdict(SKIP, "DaemonSet-managed Pod")
+    return _Verdict(warning=WARNING_ORPHANED_DAEMONSET)
 
 
-def _classify_pod(
-    pod: dict,
-    *,
-    rules: list[dict],
-    namespaces: dict[str, dict],
-    existing_daemonsets: set[tuple[str, str]],
-    skip_deleted_seconds: int,
-    now: _dt.datetime,
-) -> PodDecision | None:
+def _mirror(pod: _Candidate) -> _Verdict | None:
+    """3. Static Pods: the kubelet recreates the mirror Pod, eviction is pointless."""
+    return _Verdict(SKIP, "static Pod") if MIRROR_ANNOTATION in (meta(pod.pod).get("annotations") or {}) else None
+
+
+def _local_storage(pod: _Candidate) -> _Verdict | None:
+    """4. A warning only, and only for a running Pod: a finished one loses nothing."""
+    if pod.running and any(volume.get("emptyDir") is not None for volume in volumes(pod.pod)):
+        return _Verdict(warning=WARNING_LOCAL_STORAGE)
+    return None
+
+
+def _unreplicated(pod: _Candidate) -> _Verdict | None:
+    """5. A warning only, for a running Pod that no controller recreates."""
+    return _Verdict(warning=WARNING_NO_CONTROLLER) if pod.running and pod.controller is None else None
+
+
+def _drain_label(pod: _Candidate) -> _Verdict | None:
+    """6. The Pod's own label wins over MachineDrainRules; unknown values are ignored."""
+    labels = labels_of(pod.pod)
+    behavior = _drain_label_behavior(labels[DRAIN_LABEL]) if DRAIN_LABEL in labels else None
+    return _Verdict(behavior, f"label {DRAIN_LABEL}={labels[DRAIN_LABEL]}") if behavior else None
+
+
+def _drain_rules(pod: _Candidate) -> _Verdict | None:
+    """7. The first MachineDrainRule by name that selects the Pod; upstream needs
+    the Pod's Namespace even without rules."""
+    if pod.namespace is None:
+        return _MISSING_NAMESPACE
+    rule = rule_for_pod(pod.rules, labels_of(pod.pod), labels_of(pod.namespace))
+    if rule is None:
+        return None
+    behavior = rule["drain"]["behavior"]
+    order = (rule["drain"]["order"] or 0) if behavior == DRAIN else 0
+    return _Verdict(behavior, f"MachineDrainRule {rule['name']}", order)
+
+
+# The filters in the order Cluster API's drain applies them (docs/behaviour.md §3).
+# The first decision wins; a Pod no filter decides is drained with order 0 (8.).
+# Warnings of the earlier filters count only for a Pod that is drained.
+POD_FILTERS: tuple[Callable[[_Candidate], _Verdict | None], ...] = (
+    _skip_deleted,
+    _daemonset,
+    _mirror,
+    _local_storage,
+    _unreplicated,
+    _drain_label,
+    _drain_rules,
+)
+
+
+def _classify_pod(pod: dict, namespaces: dict[str, dict], **around: Any) -> PodDecision | None:
     """The decision for one Pod, or None when its Namespace is unknown (an error upstream)."""
-    meta = _meta(pod)
-    namespace = meta.get("namespace", "")
-    phase = _phase(pod)
-    deleted_at = parse_time(meta.get("deletionTimestamp"))
+    pod_meta = meta(pod)
+    deleted_at = parse_time(pod_meta.get("deletionTimestamp"))
+    namespace = namespaces.get(pod_meta.get("namespace", ""))
+    candidate = _Candidate(pod, controller_of(pod), is_running(pod), deleted_at, namespace, **around)
     decision = PodDecision(
-        namespace=namespace,
-        name=meta.get("name", ""),
-        behavior=SKIP,
+        namespace=pod_meta.get("namespace", ""),
+        name=pod_meta.get("name", ""),
+        behavior=DRAIN,
         terminating=deleted_at is not None,
-        phase=phase,
-        claims=_claim_names(pod),
+        phase=phase(pod),
+        claims=claim_names(pod),
     )
-    skip_reason, warnings = _basic_filters(
-        pod,
-        running=phase not in _FINISHED_PHASES,  # Pending and unknown phases count as running, as upstream
-        deleted_at=deleted_at,
-        existing_daemonsets=existing_daemonsets,
-        skip_deleted_seconds=skip_deleted_seconds,
-        now=now,
-    )
-    if skip_reason is not None:
-        decision.reason = skip_reason
-        return decision
-    outcome = _label_and_rules(meta.get("labels") or {}, namespaces.get(namespace), rules)
-    if outcome is None:
-        return None
-    decision.behavior, decision.order, decision.reason = outcome
-    # Warnings only matter for Pods that will be evicted.
+    warnings = []
+    for pod_filter in POD_FILTERS:
+        verdict = pod_filter(candidate)
+        if verdict is _MISSING_NAMESPACE:
+            return None
+        if verdict is None:
+            continue
+        if verdict.warning:
+            warnings.append(verdict.warning)
+        if verdict.reason:
+            decision.behavior, decision.order, decision.reason = verdict.behavior, verdict.order, verdict.reason
+            break
     decision.warnings = warnings if decision.behavior == DRAIN else []
     return decision
 
@@ -552,7 +247,7 @@ def classify_pods(
     namespaceSelector). ``existing_daemonsets`` holds ``(namespace, name)`` of
     the DaemonSets that exist (see :func:`daemonset_refs`). ``rules`` are
     MachineDrainRules, served or inline, already restricted to the Machine's
-    namespace (see :func:`normalize_rules`). ``machine``/``cluster`` may be None
+    namespace (see :func:`rules.normalize_rules`). ``machine``/``cluster`` may be None
     for a bare Node: their labels then count as empty.
 
     Returns decisions sorted by ``namespace/name``. Raises DrainRuleError for an
@@ -580,11 +275,6 @@ def classify_pods(
         raise DrainError(f'Failed to get Pods for eviction: Pods with error "Pod Namespace does not exist": {", ".join(sorted(missing_namespace))}')
     decisions.sort(key=lambda decision: decision.key)
     return decisions
-
-
-def skipped_claim_keys(decisions: Iterable[PodDecision]) -> set[str]:
-    """``namespace/claim`` of PVCs used by Skipped Pods: the volume-detach wait ignores them (docs/behaviour.md §4)."""
-    return {f"{decision.namespace}/{claim}" for decision in decisions if decision.behavior == SKIP for claim in decision.claims}
 
 
 # ---------------------------------------------------------------------------
@@ -678,34 +368,7 @@ def _effective_order(decision: PodDecision) -> int:
 
 
 # ---------------------------------------------------------------------------
-# Eviction results and the progress message
-
-
-def eviction_failure_message(status: int, message: str, causes: list[str] | list[dict] | None = None, namespace_terminating: bool = False) -> str | None:
-    """What Cluster API records for a failed eviction; None when the Pod is gone (404 is success).
-
-    ``causes`` are the Status ``details.causes`` (messages, or the cause dicts
-    themselves, in which case a ``NamespaceTerminating`` cause is recognised);
-    pass None when the Status had no ``details``. On 429 (PodDisruptionBudget)
-    the cause messages are appended after a space, joined by "," as upstream
-    does. A 403 in a terminating namespace gets the fixed docs/behaviour.md §3.3 text.
-    """
-    if status == 404:
-        return None
-    cause_messages, cause_types = [], set()
-    for cause in causes or []:
-        if isinstance(cause, dict):
-            cause_messages.append(str(cause.get("message") or ""))
-            cause_types.add(cause.get("type") or cause.get("reason"))
-        else:
-            cause_messages.append(str(cause))
-    if status == 429:
-        if causes is None:
-            return message
-        return f"{message} {','.join(cause_messages)}"
-    if status == 403 and (namespace_terminating or NAMESPACE_TERMINATING_CAUSE in cause_types):
-        return TERMINATING_NAMESPACE_MESSAGE
-    return message or f"eviction failed with HTTP status {status}"
+# The progress message
 
 
 def _names(keys: list[str], limit: int = _MAX_NAMES_PER_LINE) -> str:
@@ -761,37 +424,3 @@ def progress_message(started_at: _dt.datetime, plan: DrainPlan, failures: dict[s
     if wait_later:
         lines.append(f"After above Pods have been removed from the Node, waiting for the following Pods to complete without eviction: {_names(wait_later)}")
     return "\n".join(lines)
-
-
-class PodWait:
-    """Which watch event ends the wait between two passes: the last Pod waited
-    for gone (``"gone"``), or a new Pod bound to the Node (``"added"``: it must
-    be classified). Without Pods to wait for only an addition ends it."""
-
-    def __init__(self, waiting_for: Iterable[str]):
-        self.pending = set(waiting_for)
-        self.waiting = bool(self.pending)
-
-    def see(self, event: dict) -> str | None:
-        kind = event.get("type")
-        if kind == "ADDED":
-            return "added"
-        if kind == "DELETED":
-            self.pending.discard(pod_key(event.get("object") or {}))
-            if self.waiting and not self.pending:
-                return "gone"
-        return None
-
-
-def go_quote(text: str) -> str:
-    """Go's ``%q`` of a plain string, as upstream Event messages quote names."""
-    return json.dumps(text, ensure_ascii=False)
-
-
-def merge_rules(inline: list[dict], served: list[dict], namespace: str | None) -> list[dict]:
-    """Inline rules and the cluster's MachineDrainRules of ``namespace`` as one
-    validated list, sorted by name. An inline rule replaces a cluster rule of
-    the same name. Raises DrainRuleError naming an invalid rule."""
-    merged = {rule["name"]: rule for rule in normalize_rules(served, namespace=namespace, served=True)}
-    merged.update({rule["name"]: rule for rule in normalize_rules(inline)})
-    return [merged[name] for name in sorted(merged)]

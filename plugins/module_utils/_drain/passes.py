@@ -1,14 +1,16 @@
 # Copyright: lifecycle.machine contributors
 # Apache License 2.0 (see LICENSE)
 """What one pass over a Node found, decided and did (pure data, with the
-questions the runner asks of it), and what the passes of one task remember of
-their own evictions."""
+questions the runner asks of it), what the passes of one task remember of
+their own evictions, and which watch event ends the wait between two passes."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from ansible_collections.lifecycle.machine.plugins.module_utils._drain.logic import DrainPlan, PodDecision, pod_key
+from ansible_collections.lifecycle.machine.plugins.module_utils._drain.logic import DrainPlan, PodDecision
+from ansible_collections.lifecycle.machine.plugins.module_utils._drain.pods import pod_key
 
 
 @dataclass
@@ -107,3 +109,23 @@ class EvictionMemory:
         for decision in decisions:
             if decision.key in evicted:
                 decision.terminating = True
+
+
+class PodWait:
+    """Which watch event ends the wait between two passes: the last Pod waited
+    for gone (``"gone"``), or a new Pod bound to the Node (``"added"``: it must
+    be classified). Without Pods to wait for only an addition ends it."""
+
+    def __init__(self, waiting_for: Iterable[str]):
+        self.pending = set(waiting_for)
+        self.waiting = bool(self.pending)
+
+    def see(self, event: dict) -> str | None:
+        kind = event.get("type")
+        if kind == "ADDED":
+            return "added"
+        if kind == "DELETED":
+            self.pending.discard(pod_key(event.get("object") or {}))
+            if self.waiting and not self.pending:
+                return "gone"
+        return None

@@ -7,12 +7,15 @@ and the result dict the module returns (success or failure alike)."""
 from __future__ import annotations
 
 import datetime as _dt
+import json
 from typing import Any
 
-from ansible_collections.lifecycle.machine.plugins.module_utils._drain.logic import DRAIN, PodDecision, is_unschedulable, plan_drain
+from ansible_collections.lifecycle.machine.plugins.module_utils._drain.logic import PodDecision, plan_drain
 from ansible_collections.lifecycle.machine.plugins.module_utils._drain.passes import DrainPass
 from ansible_collections.lifecycle.machine.plugins.module_utils._drain.request import DRAINED, DrainRequest
+from ansible_collections.lifecycle.machine.plugins.module_utils._drain.rules import DRAIN
 from ansible_collections.lifecycle.machine.plugins.module_utils._machine.flavour import Flavour, is_deleting
+from ansible_collections.lifecycle.machine.plugins.module_utils._machine.nodes import is_unschedulable
 from ansible_collections.lifecycle.machine.plugins.module_utils._timeutil import rfc3339
 
 
@@ -145,3 +148,8 @@ class DrainReport:
         if self.check_mode and self.state == DRAINED:
             after = [key for key in before if ledger.decisions[key].behavior != DRAIN]
         return {"before": view(self.node_before, before), "after": view(self.node_after, after)}
+
+
+def go_quote(text: str) -> str:
+    """Go's ``%q`` of a plain string, as upstream Event messages quote names."""
+    return json.dumps(text, ensure_ascii=False)

@@ -31,8 +31,8 @@ from ansible_collections.lifecycle.machine.plugins.module_utils._drain.api impor
     PodContext,
     drain_pass,
     get_node,
+    load_drain_rules,
     refused_budgets,
-    served_drain_rules,
     set_unschedulable,
     wait_for_pods,
 )
@@ -43,11 +43,11 @@ from ansible_collections.lifecycle.machine.plugins.module_utils._drain.gates imp
     held_message,
     pre_drain_hooks,
 )
-from ansible_collections.lifecycle.machine.plugins.module_utils._drain.logic import go_quote, is_unschedulable, merge_rules, normalize_rules
 from ansible_collections.lifecycle.machine.plugins.module_utils._drain.pacing import pause_until
 from ansible_collections.lifecycle.machine.plugins.module_utils._drain.passes import EvictionMemory
-from ansible_collections.lifecycle.machine.plugins.module_utils._drain.report import DrainReport, PodLedger, machine_summary, with_unschedulable
-from ansible_collections.lifecycle.machine.plugins.module_utils._drain.request import ACTIONS, CORDONED, DRAINED, UNCORDONED, DrainRequest
+from ansible_collections.lifecycle.machine.plugins.module_utils._drain.report import DrainReport, go_quote, machine_summary, with_unschedulable
+from ansible_collections.lifecycle.machine.plugins.module_utils._drain.request import ACTIONS, DRAINED, UNCORDONED, DrainRequest
+from ansible_collections.lifecycle.machine.plugins.module_utils._drain.rules import normalize_rules
 from ansible_collections.lifecycle.machine.plugins.module_utils._errors import MachineError
 from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.client import KubeApi
 from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.errors import ApiError, Cancelled, ran_out_of_time, unanswered_cluster
@@ -70,23 +70,10 @@ from ansible_collections.lifecycle.machine.plugins.module_utils._machine.conditi
 )
 from ansible_collections.lifecycle.machine.plugins.module_utils._machine.controller import ABSENT
 from ansible_collections.lifecycle.machine.plugins.module_utils._machine.flavour import Flavour, Hook, flavour_for, machine_label
+from ansible_collections.lifecycle.machine.plugins.module_utils._machine.nodes import is_unschedulable
 from ansible_collections.lifecycle.machine.plugins.module_utils._timeutil import now
 from ansible_collections.lifecycle.machine.plugins.module_utils._workload import api as workload
 from ansible_collections.lifecycle.machine.plugins.module_utils._workload.logic import provider_id_conflict
-
-# Importable from here as before.
-__all__ = [
-    "CORDONED",
-    "DRAINED",
-    "UNCORDONED",
-    "DrainGate",
-    "DrainPasses",
-    "DrainRequest",
-    "DrainRun",
-    "MachineProgress",
-    "PodLedger",
-    "run_drain",
-]
 
 Fail = Callable[..., MachineError]
 
@@ -228,8 +215,7 @@ class DrainPasses:
         self.context = PodContext(self.node_api)
         self.cluster = get_cluster(self.api, machine, self.flavour) if machine is not None else None
         namespace = machine["metadata"]["namespace"] if machine is not None else self.request.namespace
-        served = served_drain_rules(self.api, namespace) if self.request.use_cluster_rules and namespace else []
-        self.rules = merge_rules(self.inline_rules, served, namespace)
+        self.rules = load_drain_rules(self.api, namespace, self.inline_rules, self.request.use_cluster_rules)
 
     def one_pass(self, node_name: str, *, machine: dict | None, started_at: _dt.datetime, act: bool = True) -> DrainPass:
         """One pass; with ``act`` False one that writes nothing (evictions as server-side dry runs).

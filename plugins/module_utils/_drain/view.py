@@ -18,7 +18,7 @@ This class only keeps state and decides; the API side feeds it events.
 
 from __future__ import annotations
 
-from ansible_collections.lifecycle.machine.plugins.module_utils._drain.logic import pod_key
+from ansible_collections.lifecycle.machine.plugins.module_utils._drain.pods import pod_key
 
 GONE, ADDED, BUDGET, NODE = "gone", "added", "budget", "node"
 

@@ -20,8 +20,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ansible_collections.lifecycle.machine.plugins.module_utils._errors import MachineError
-from ansible_collections.lifecycle.machine.plugins.module_utils._info.logic import describe
 from ansible_collections.lifecycle.machine.plugins.module_utils._machine.flavour import PRE_DRAIN, PRE_TERMINATE, flavour_for, is_deleting
+from ansible_collections.lifecycle.machine.plugins.module_utils._machine.view import describe
 from ansible_collections.lifecycle.machine.plugins.module_utils._options.connection import CONNECTION_OPTIONS, connection_options
 from ansible_collections.lifecycle.machine.plugins.module_utils._options.logic import namespace_error
 

@@ -5,11 +5,11 @@ then write the hook to each with optimistic concurrency."""
 
 from __future__ import annotations
 
-from ansible_collections.lifecycle.machine.plugins.module_utils._condition.logic import patch_builder
 from ansible_collections.lifecycle.machine.plugins.module_utils._errors import MachineError
 from ansible_collections.lifecycle.machine.plugins.module_utils._hook.logic import SUCCEEDED_REASON, HookChange, HookRequest, refusal, stored, success_condition
 from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.client import KubeApi
 from ansible_collections.lifecycle.machine.plugins.module_utils._machine.api import emit_event, select_machines, update_with_retry
+from ansible_collections.lifecycle.machine.plugins.module_utils._machine.conditions import patch_builder
 from ansible_collections.lifecycle.machine.plugins.module_utils._machine.flavour import OPENSHIFT, flavour_for, hooks_summary, machine_label
 from ansible_collections.lifecycle.machine.plugins.module_utils._timeutil import now
 

@@ -1,8 +1,8 @@
 # Copyright: lifecycle.machine contributors
 # Apache License 2.0 (see LICENSE)
-"""machine_info's view of a Machine (pure): the fields every reader of
-Machines gets (the module, the inventory plugin, the event source), and the
-gates a wait can ask for."""
+"""machine_info's options (pure): the request, the JMESPath query that picks
+Machines out of their views (``_machine.view.describe``), and the gates a
+wait can ask for."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import traceback
 from dataclasses import dataclass, field
 
 from ansible_collections.lifecycle.machine.plugins.module_utils._errors import MachineError
-from ansible_collections.lifecycle.machine.plugins.module_utils._machine.flavour import flavour_for, hooks_summary, is_deleting
+from ansible_collections.lifecycle.machine.plugins.module_utils._machine.flavour import flavour_for, is_deleting
 from ansible_collections.lifecycle.machine.plugins.module_utils._machine.selection import MachineSelection, selection_errors
 from ansible_collections.lifecycle.machine.plugins.module_utils._options.logic import check_options, seconds
 
@@ -82,36 +82,6 @@ def select_by_query(views: list[dict], query: str) -> list[dict]:
             f"as a filter such as [?phase=='Failed'] does; it gave {shape}"
         )
     return found
-
-
-def describe(machine: dict | None, fallback: dict | None = None) -> dict:
-    """The module's view of one Machine (``machine`` None: it is gone)."""
-    if machine is None:
-        meta = fallback["metadata"]
-        return {"name": meta["name"], "namespace": meta.get("namespace"), "api_version": fallback["apiVersion"], "exists": False}
-    flavour = flavour_for(machine)
-    meta = machine["metadata"]
-    infrastructure, bootstrap = flavour.infrastructure_ref(machine), flavour.bootstrap_ref(machine)
-    return {
-        "name": meta["name"],
-        "namespace": meta.get("namespace"),
-        "api_version": machine["apiVersion"],
-        "flavour": flavour.name,
-        "exists": True,
-        "phase": (machine.get("status") or {}).get("phase"),
-        "deleting": is_deleting(machine),
-        "deletion_timestamp": meta.get("deletionTimestamp"),
-        "finalizers": meta.get("finalizers") or [],
-        "node_name": flavour.node_name(machine),
-        "cluster_name": flavour.cluster_name(machine),
-        "hooks": hooks_summary(flavour.hooks(machine)),
-        "gates": flavour.gates(machine),
-        "conditions": flavour.all_conditions(machine),
-        "infrastructure_ref": infrastructure.as_dict() if infrastructure else None,
-        "bootstrap_ref": bootstrap.as_dict() if bootstrap else None,
-        "labels": meta.get("labels") or {},
-        "annotations": meta.get("annotations") or {},
-    }
 
 
 def reached(state: str):

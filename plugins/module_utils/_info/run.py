@@ -5,10 +5,11 @@
 from __future__ import annotations
 
 from ansible_collections.lifecycle.machine.plugins.module_utils._errors import MachineError
-from ansible_collections.lifecycle.machine.plugins.module_utils._info.logic import InfoRequest, describe, reached, select_by_query
+from ansible_collections.lifecycle.machine.plugins.module_utils._info.logic import InfoRequest, reached, select_by_query
 from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.client import KubeApi
 from ansible_collections.lifecycle.machine.plugins.module_utils._machine.api import get_machine, require_namespace, select_machines, wait_for_machine
 from ansible_collections.lifecycle.machine.plugins.module_utils._machine.flavour import machine_label
+from ansible_collections.lifecycle.machine.plugins.module_utils._machine.view import describe
 
 
 def read_machines(api: KubeApi, request: InfoRequest) -> dict:

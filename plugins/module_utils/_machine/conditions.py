@@ -17,10 +17,14 @@ from __future__ import annotations
 
 import datetime as _dt
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ansible_collections.lifecycle.machine.plugins.module_utils._timeutil import rfc3339
+
+if TYPE_CHECKING:  # the flavours import this file
+    from ansible_collections.lifecycle.machine.plugins.module_utils._machine.flavour import Flavour
 
 # Deletion stages, in workflow order (docs/behaviour.md §2).
 STAGE_PRE_DRAIN = "WaitingForPreDrainHook"
@@ -289,3 +293,15 @@ def hook_condition_type(point: str, hook_name: str) -> str:
     gives ``PreDrainMigrateImportantAppSucceeded``."""
     words = re.findall(r"[A-Za-z0-9]+", f"{point} {hook_name}")
     return "".join(word[:1].upper() + word[1:] for word in words) + "Succeeded"
+
+
+def patch_builder(flavour: Flavour, condition_type: str, condition: dict | None, now: _dt.datetime, seen: dict) -> Callable[[dict], dict | None]:
+    """build(current Machine) -> status patch or None, for update_with_retry; notes the condition it found in ``seen``."""
+
+    def build(current: dict) -> dict | None:
+        seen["before"] = flavour.custom_condition(current, condition_type)
+        if condition is None:
+            return flavour.remove_condition_patch(current, condition_type)
+        return flavour.set_condition_patch(current, condition, now)
+
+    return build

@@ -17,8 +17,7 @@ import copy
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from ansible_collections.lifecycle.machine.plugins.module_utils._drain.api import PodContext, list_node_pods, served_drain_rules
-from ansible_collections.lifecycle.machine.plugins.module_utils._drain.logic import SKIP, classify_pods, is_node_unreachable, merge_rules, pod_key
+from ansible_collections.lifecycle.machine.plugins.module_utils._drain.api import SkippedPods, load_drain_rules
 from ansible_collections.lifecycle.machine.plugins.module_utils._errors import MachineError
 from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.client import KubeApi
 from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.errors import ApiError
@@ -33,6 +32,7 @@ from ansible_collections.lifecycle.machine.plugins.module_utils._machine.api imp
 )
 from ansible_collections.lifecycle.machine.plugins.module_utils._machine.conditions import STAGE_NODE_DELETE_FAILED, STAGE_VOLUMES_DETACHED, Stage
 from ansible_collections.lifecycle.machine.plugins.module_utils._machine.flavour import Flavour, ObjectRef
+from ansible_collections.lifecycle.machine.plugins.module_utils._machine.nodes import is_node_unreachable
 from ansible_collections.lifecycle.machine.plugins.module_utils._terminate.logic import (
     Facts,
     ObjectState,
@@ -114,14 +114,6 @@ class ReferencedObjects:
         return self.api.delete(self.path(ref), dry_run=dry_run)
 
 
-def load_drain_rules(api: KubeApi, namespace: str, inline: list | None, use_cluster_rules: bool) -> list[dict]:
-    """The MachineDrainRules that decide which Pods the drain skips, loaded and
-    merged exactly as machine_drain does (an inline rule replaces a cluster rule
-    of the same name), so the same Pods count as skipped."""
-    served = served_drain_rules(api, namespace) if use_cluster_rules else []
-    return merge_rules(list(inline or []), served, namespace)
-
-
 class VolumeObserver:
     """Observes the volume-detach wait of one Machine's Node (docs/behaviour.md §4):
     the VolumeAttachments, then (only while something is attached) the
@@ -145,15 +137,9 @@ class VolumeObserver:
         self.flavour = flavour
         self.inline_rules = rules
         self.use_cluster_rules = use_cluster_rules
-        self._pod_context: PodContext | None = None
+        self._skipped: SkippedPods | None = None
         self._rules: list[dict] | None = None
         self._cluster: dict | None = None
-
-    @property
-    def pod_context(self) -> PodContext:
-        if self._pod_context is None:
-            self._pod_context = PodContext(self._node_side())
-        return self._pod_context
 
     def rules(self, namespace: str) -> list[dict]:
         if self._rules is None:
@@ -168,21 +154,13 @@ class VolumeObserver:
     def skipped_pods(self, machine: dict, node: dict) -> list[dict]:
         """The Node's Pods the drain skips (DaemonSet, static, skip label or rule):
         their claims stay attached until the Node goes, so the wait ignores them."""
-        pods, _version = list_node_pods(self._node_side(), node["metadata"]["name"])
+        if self._skipped is None:
+            self._skipped = SkippedPods(self._node_side())
+        pods = self._skipped.pods(node)
         if not pods:
             return []
-        decisions = classify_pods(
-            pods,
-            machine=machine,
-            cluster=self.cluster(machine),
-            namespaces=self.pod_context.namespaces(pods),
-            existing_daemonsets=self.pod_context.existing_daemonsets(pods),
-            rules=self.rules(machine["metadata"]["namespace"]),
-            node_unreachable=is_node_unreachable(node),
-            now=now(),
-        )
-        skipped = {decision.key for decision in decisions if decision.behavior == SKIP}
-        return [pod for pod in pods if pod_key(pod) in skipped]
+        rules = self.rules(machine["metadata"]["namespace"])
+        return self._skipped.among(pods, node, machine=machine, cluster=self.cluster(machine), rules=rules, now=now())
 
     def observe(self, machine: dict, node: dict | None) -> VolumeWaitStatus:
         if node is None or is_node_unreachable(node):

@@ -12,7 +12,7 @@ Waits use the transport's clock (``api.monotonic()``, ``api.sleep()``).
 
 from __future__ import annotations
 
-from ansible_collections.lifecycle.machine.plugins.module_utils._drain.logic import normalize_rules
+from ansible_collections.lifecycle.machine.plugins.module_utils._drain.rules import normalize_rules
 from ansible_collections.lifecycle.machine.plugins.module_utils._errors import MachineError
 from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.client import KubeApi
 from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.errors import ApiError, Cancelled, ran_out_of_time, unanswered_cluster

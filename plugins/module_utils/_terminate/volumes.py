@@ -16,7 +16,7 @@ import datetime as _dt
 from dataclasses import dataclass, field
 from typing import Any
 
-from ansible_collections.lifecycle.machine.plugins.module_utils._drain.logic import is_node_unreachable
+from ansible_collections.lifecycle.machine.plugins.module_utils._machine.nodes import is_node_unreachable
 from ansible_collections.lifecycle.machine.plugins.module_utils._timeutil import rfc3339
 
 # How kubelet names a CSI volume in node.status.volumesAttached: the plugin name,

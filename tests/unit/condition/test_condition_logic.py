@@ -12,10 +12,10 @@ from ansible_collections.lifecycle.machine.plugins.module_utils._condition.logic
     ConditionRequest,
     desired_condition,
     desired_event,
-    patch_builder,
     refusal,
 )
 from ansible_collections.lifecycle.machine.plugins.module_utils._errors import MachineError
+from ansible_collections.lifecycle.machine.plugins.module_utils._machine.conditions import patch_builder
 from ansible_collections.lifecycle.machine.plugins.module_utils._machine.flavour import flavour_for
 from ansible_collections.lifecycle.machine.plugins.module_utils._machine.selection import MachineSelection
 

@@ -22,7 +22,7 @@ from ansible_collections.lifecycle.machine.plugins.module_utils._delete.logic im
     started_clock,
 )
 from ansible_collections.lifecycle.machine.plugins.module_utils._errors import MachineError
-from ansible_collections.lifecycle.machine.plugins.module_utils._info.logic import describe
+from ansible_collections.lifecycle.machine.plugins.module_utils._machine.view import describe
 
 PARAMS = {
     "machines": [{"name": "a", "namespace": "ns"}],

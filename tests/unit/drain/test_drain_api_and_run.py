@@ -12,20 +12,12 @@ from ansible_collections.lifecycle.machine.plugins.module_utils._drain.api impor
     _failure,
     evict_pods,
 )
-from ansible_collections.lifecycle.machine.plugins.module_utils._drain.logic import (
-    DRAIN,
-    SKIP,
-    TERMINATING_NAMESPACE_MESSAGE,
-    WAIT_COMPLETED,
-    DrainRuleError,
-    PodDecision,
-    PodWait,
-    go_quote,
-    merge_rules,
-    plan_drain,
-)
+from ansible_collections.lifecycle.machine.plugins.module_utils._drain.evictions import TERMINATING_NAMESPACE_MESSAGE
+from ansible_collections.lifecycle.machine.plugins.module_utils._drain.logic import PodDecision, plan_drain
 from ansible_collections.lifecycle.machine.plugins.module_utils._drain.pacing import pause_limit, pause_until
-from ansible_collections.lifecycle.machine.plugins.module_utils._drain.run import PodLedger
+from ansible_collections.lifecycle.machine.plugins.module_utils._drain.passes import PodWait
+from ansible_collections.lifecycle.machine.plugins.module_utils._drain.report import PodLedger, go_quote
+from ansible_collections.lifecycle.machine.plugins.module_utils._drain.rules import DRAIN, SKIP, WAIT_COMPLETED, DrainRuleError, merge_rules
 from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.errors import ApiError
 from ansible_collections.lifecycle.machine.plugins.module_utils._machine.flavour import Hook, hooks_text
 

@@ -15,9 +15,10 @@ import datetime as dt
 from drain_run_helpers import LATE_DB, NODE, NODE_PATH, PODS, add_pod, finish_terminating_pods, pdb_refusal, pod_path, shop
 from fake_kube import FakeKube
 
-from ansible_collections.lifecycle.machine.plugins.module_utils._drain.logic import DRAIN, PodDecision, normalize_rules
+from ansible_collections.lifecycle.machine.plugins.module_utils._drain.logic import PodDecision
 from ansible_collections.lifecycle.machine.plugins.module_utils._drain.passes import EvictionMemory, EvictionOutcome
 from ansible_collections.lifecycle.machine.plugins.module_utils._drain.request import DrainRequest
+from ansible_collections.lifecycle.machine.plugins.module_utils._drain.rules import DRAIN, normalize_rules
 from ansible_collections.lifecycle.machine.plugins.module_utils._drain.run import DrainPasses
 
 STARTED = dt.datetime(2026, 1, 2, 3, 4, 5, tzinfo=dt.UTC)

@@ -10,9 +10,9 @@ import datetime as dt
 from drain_run_helpers import LATE_DB, NODE, NODE_PATH, PDB, PDB_CAUSE, PODS_WATCH, finish_terminating_pods, pdb_refusal, pod_path, shop
 from fake_kube import FakeKube
 
-from ansible_collections.lifecycle.machine.plugins.module_utils._drain.logic import normalize_rules
 from ansible_collections.lifecycle.machine.plugins.module_utils._drain.pacing import RESYNC_SECONDS
 from ansible_collections.lifecycle.machine.plugins.module_utils._drain.request import DrainRequest
+from ansible_collections.lifecycle.machine.plugins.module_utils._drain.rules import normalize_rules
 from ansible_collections.lifecycle.machine.plugins.module_utils._drain.run import DrainPasses
 
 STARTED = dt.datetime(2026, 1, 2, 3, 4, 5, tzinfo=dt.UTC)

@@ -6,9 +6,10 @@ from __future__ import annotations
 import datetime as dt
 
 from ansible_collections.lifecycle.machine.plugins.module_utils._drain.api import DrainPass, EvictionOutcome
-from ansible_collections.lifecycle.machine.plugins.module_utils._drain.logic import DRAIN, SKIP, PodDecision, plan_drain
+from ansible_collections.lifecycle.machine.plugins.module_utils._drain.logic import PodDecision, plan_drain
 from ansible_collections.lifecycle.machine.plugins.module_utils._drain.report import DrainReport, machine_summary
 from ansible_collections.lifecycle.machine.plugins.module_utils._drain.request import DrainRequest
+from ansible_collections.lifecycle.machine.plugins.module_utils._drain.rules import DRAIN, SKIP
 from ansible_collections.lifecycle.machine.plugins.module_utils._machine.flavour import flavour_for
 
 STARTED = dt.datetime(2026, 1, 2, 3, 4, 5, tzinfo=dt.UTC)

@@ -7,8 +7,9 @@ import re
 import pytest
 
 from ansible_collections.lifecycle.machine.plugins.module_utils._errors import MachineError
-from ansible_collections.lifecycle.machine.plugins.module_utils._info.logic import WAIT_STATES, InfoRequest, describe, reached, select_by_query
+from ansible_collections.lifecycle.machine.plugins.module_utils._info.logic import WAIT_STATES, InfoRequest, reached, select_by_query
 from ansible_collections.lifecycle.machine.plugins.module_utils._machine.selection import MachineSelection
+from ansible_collections.lifecycle.machine.plugins.module_utils._machine.view import describe
 
 DRAIN_KEY = "pre-drain.delete.hook.machine.cluster.x-k8s.io/migrate"
 TERMINATE_KEY = "pre-terminate.delete.hook.machine.cluster.x-k8s.io/flush"
