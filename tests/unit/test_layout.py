@@ -1,14 +1,27 @@
 """The layout of plugins/ stays as designed (read from the source with ast, nothing is imported):
 
-(a) in a feature package (``plugins/module_utils/_<feature>/``) only ``api.py``
-    and ``run.py`` talk to the API: every other file is pure, dicts in and
-    decisions out, importing nothing of ``_k8s``, ``_module``, ``kubernetes``
-    or ``ansible.module_utils.basic``, nor another package's api/run;
-(b) only ``_module.py`` imports AnsibleModule (``ansible.module_utils.basic``);
-(c) ``_k8s/`` (the transport) imports no feature package and not ``_module``;
+(a) in a package of ``plugins/module_utils/`` (``_<feature>/``, ``_machine/``, ...)
+    only ``api.py`` and ``run.py`` talk to the API: every other file is pure,
+    dicts in and decisions out, importing nothing of ``_k8s``, ``_module``,
+    ``kubernetes`` or ``ansible.module_utils.basic``, nor another package's
+    api/run - neither directly nor through another file it imports. The same
+    holds for ``_errors.py``, ``_timeutil.py`` and for what runs on the
+    controller (``plugins/action/``, ``plugins/plugin_utils/``,
+    ``plugins/doc_fragments/``);
+(b) only ``_module.py`` imports AnsibleModule (``ansible.module_utils.basic``),
+    anywhere under ``plugins/`` and ``extensions/``;
+(c) ``_k8s/`` (the transport) imports no other package and not ``_module``, and
+    nothing in ``plugins/module_utils/`` imports an entry point (a module, an
+    action, inventory or event-source plugin, ``plugin_utils``);
 (d) modules in ``plugins/modules/`` are thin: no function but ``main``, no class;
 (e) ``plugins/module_utils/`` holds packages plus ``_module.py``,
-    ``_errors.py`` and ``_timeutil.py``: new code goes into a package.
+    ``_errors.py`` and ``_timeutil.py``: new code goes into a package;
+(f) a feature leans only on the shared packages (``_machine``, ``_options``,
+    ``_workload``) and the transport, never on another feature: only the
+    orchestrator ``_delete`` runs other features, and ``_terminate`` asks
+    ``_drain`` which Pods its rules skip (``_drain.rules``,
+    ``_drain.api.load_drain_rules``, ``_drain.api.SkippedPods``). The shared
+    packages import no feature.
 
 Each failure says which rule broke, where, and how to fix it.
 """
@@ -22,6 +35,7 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 PLUGINS = REPO / "plugins"
+EXTENSIONS = REPO / "extensions"
 MODULE_UTILS = PLUGINS / "module_utils"
 MODULES = PLUGINS / "modules"
 COLLECTION = "ansible_collections.lifecycle.machine"
@@ -30,12 +44,25 @@ UTILS = f"{COLLECTION}.plugins.module_utils"
 TRANSPORT = "_k8s"
 API_FILES = ("api.py", "run.py")
 TOP_LEVEL_FILES = ("_module.py", "_errors.py", "_timeutil.py")
+PURE_TOP_LEVEL_FILES = ("_errors.py", "_timeutil.py")
+# Controller-side code: it never talks to a cluster.
+CONTROLLER_DIRS = ("action", "plugin_utils", "doc_fragments")
+# Entry points: what Ansible or ansible-rulebook loads. Nothing in module_utils imports them.
+ENTRY_POINTS = tuple(f"{COLLECTION}.{name}" for name in ("plugins.modules", "plugins.action", "plugins.inventory", "plugins.plugin_utils", "extensions"))
+# Packages every feature may lean on (besides the transport and the top-level files).
+SHARED = ("_machine", "_options", "_workload")
+ORCHESTRATOR = "_delete"
+# The one other feature a feature may ask, and what of it: which Pods the drain's rules skip.
+ALLOWED_BETWEEN_FEATURES = {("_terminate", "_drain"): ("_drain.rules", "_drain.api.load_drain_rules", "_drain.api.SkippedPods")}
 # What only api.py / run.py of a feature package may import.
 IMPURE = (f"{UTILS}._k8s", f"{UTILS}._module", "kubernetes", "ansible.module_utils.basic")
 BASIC = "ansible.module_utils.basic"
 
 
 # -- reading imports ------------------------------------------------------------------------
+
+# What a file holds instead of what is on disk: the tests of the rules write into it.
+SOURCES: dict[Path, str] = {}
 
 
 def module_name(path: Path) -> str:
@@ -52,7 +79,7 @@ def imports(path: Path, source: str | None = None) -> list[tuple[int, str, str]]
     ``from a.b import c`` yields both ``a.b`` and ``a.b.c`` (c may be a module);
     relative imports are resolved against the file's package.
     """
-    source = path.read_text() if source is None else source
+    source = SOURCES.get(path) or path.read_text() if source is None else source
     package = module_name(path) if path.name == "__init__.py" else module_name(path).rpartition(".")[0]
     found = []
     for node in ast.walk(ast.parse(source, str(path))):
@@ -71,6 +98,29 @@ def imports(path: Path, source: str | None = None) -> list[tuple[int, str, str]]
     return found
 
 
+def leaf_imports(path: Path, source: str | None = None) -> list[tuple[int, str, str]]:
+    """The imports of a file, each named as precisely as the source does
+    (``from a.b import c, d`` gives ``a.b.c`` and ``a.b.d``, not ``a.b``)."""
+    found = imports(path, source)
+    return [(line, target, text) for line, target, text in found if not any(line == l2 and text == t2 and o.startswith(target + ".") for l2, o, t2 in found)]
+
+
+def file_of(target: str) -> list[Path]:
+    """The files of the collection that importing ``target`` runs: the packages'
+    ``__init__.py`` on the way and the module itself ([] outside the collection)."""
+    if not under(target, COLLECTION):
+        return []
+    parts, files = target[len(COLLECTION) + 1 :].split("."), []
+    for depth in range(1, len(parts) + 1):
+        base = REPO.joinpath(*parts[:depth])
+        if (base / "__init__.py").is_file():
+            files.append(base / "__init__.py")
+        elif base.with_suffix(".py").is_file():
+            files.append(base.with_suffix(".py"))
+            break
+    return files
+
+
 def under(target: str, prefix: str) -> bool:
     return target == prefix or target.startswith(prefix + ".")
 
@@ -79,7 +129,8 @@ def where(path: Path, line: int) -> str:
     return f"{path.relative_to(REPO)}:{line}"
 
 
-def feature_packages() -> list[Path]:
+def packages() -> list[Path]:
+    """Every package of plugins/module_utils/ but the transport: the features and the shared ones."""
     return sorted(p for p in MODULE_UTILS.iterdir() if p.is_dir() and p.name != TRANSPORT and not p.name.startswith("__"))
 
 
@@ -106,27 +157,128 @@ def talks_to_the_api(target: str) -> bool:
     if not target.startswith(prefix):
         return False
     parts = target[len(prefix) :].split(".")
-    return len(parts) >= 2 and parts[0] in {p.name for p in feature_packages()} and parts[1] in ("api", "run")
+    return len(parts) >= 2 and parts[0] in {p.name for p in packages()} and parts[1] in ("api", "run")
 
 
 def impure_imports(path: Path, source: str | None = None) -> list[str]:
-    """Rule (a) for one file of a feature package."""
-    if path.name in API_FILES:
+    """Rule (a) for one pure file (see :func:`pure_files`): its own imports."""
+    if path.name in API_FILES and MODULE_UTILS in path.parents:
         return []
-    package = path.relative_to(MODULE_UTILS).parts[0]
+    if MODULE_UTILS in path.parents and path.parent != MODULE_UTILS:
+        package = path.relative_to(MODULE_UTILS).parts[0]
+        what = f"{path.name} is a pure file of package {package} (dicts in, decisions out)"
+        move = f"Move the API call into {package}/api.py (or the task's steps into {package}/run.py) and pass the data in."
+        instead = f"or do the call in {package}/api.py or run.py"
+    else:
+        what = f"{path.relative_to(REPO)} is pure (it runs on the controller, or below every package)"
+        move = "Let a feature's run.py make the call (the module or plugin that runs it passes the data in)."
+        instead = "or leave the call to a feature's api.py or run.py"
     errors = []
     for line, target, text in first_per_file(imports(path, source), lambda t: any(under(t, prefix) for prefix in IMPURE)):
         errors.append(
-            f"[rule a] {where(path, line)}: `{text}` - {path.name} is a pure file of feature package {package} (dicts in, "
-            f"decisions out): only api.py and run.py may import _k8s, _module, kubernetes or {BASIC} (here {target}). "
-            f"Move the API call into {package}/api.py (or the task's steps into {package}/run.py) and pass the data in."
+            f"[rule a] {where(path, line)}: `{text}` - {what}: only api.py and run.py may import _k8s, _module, kubernetes or {BASIC} (here {target}). {move}"
         )
     for line, target, text in first_per_file(imports(path, source), talks_to_the_api):
         errors.append(
             f"[rule a] {where(path, line)}: `{text}` - {target} talks to the API, so {path.name} would not be pure any more. "
-            f"Import the pure function it uses instead (from that package's logic), or do the call in {package}/api.py or run.py."
+            f"Import the pure function it uses instead (from that package's logic), {instead}."
         )
     return errors
+
+
+def pure_files() -> list[Path]:
+    """The files rule (a) holds pure: every file of a module_utils package but
+    its api.py and run.py, the pure top-level files, and the controller side."""
+    files = [path for package in packages() for path in python_files(package) if path.name not in API_FILES]
+    files += [MODULE_UTILS / name for name in PURE_TOP_LEVEL_FILES]
+    files += [path for name in CONTROLLER_DIRS for path in python_files(PLUGINS / name)]
+    return files
+
+
+def _reaches_directly(path: Path) -> str | None:
+    """The import by which a file talks to the API itself, if it does."""
+    if path.name in API_FILES and MODULE_UTILS in path.parents:
+        return path.name
+    for _line, target, text in imports(path):
+        if any(under(target, prefix) for prefix in IMPURE):
+            return f"`{text}`"
+    return None
+
+
+def path_to_the_transport(path: Path, seen: set[Path] | None = None) -> list[str] | None:
+    """How a file reaches the transport through the collection's files it imports:
+    ``[file, file, ..., "the import"]``, or None when it never does."""
+    seen = set() if seen is None else seen
+    if path in seen:
+        return None
+    seen.add(path)
+    direct = _reaches_directly(path)
+    if direct is not None:
+        return [str(path.relative_to(REPO)), direct]
+    for _line, target, _text in imports(path):
+        for imported in file_of(target):
+            chain = path_to_the_transport(imported, seen)
+            if chain is not None:
+                return [str(path.relative_to(REPO)), *chain]
+    return None
+
+
+def indirect_impure_imports(path: Path, source: str | None = None) -> list[str]:
+    """Rule (a), transitively: a pure file's imports of the collection's other files never lead to the transport."""
+    errors, seen = [], set()
+    for line, target, text in first_per_file(imports(path, source), lambda t: bool(file_of(t))):
+        if any(under(target, prefix) for prefix in IMPURE) or talks_to_the_api(target):
+            continue  # reported by impure_imports
+        for imported in file_of(target):
+            chain = path_to_the_transport(imported, seen)
+            if chain is not None:
+                errors.append(
+                    f"[rule a] {where(path, line)}: `{text}` - {path.name} is pure, but through this import it reaches the "
+                    f"transport: {' -> '.join(chain)}. Import only the pure parts (move what {chain[-2]} needs from the API "
+                    "into its package's api.py and pass the data in), or do the call in an api.py or run.py."
+                )
+                break
+    return errors
+
+
+def feature_imports(path: Path, source: str | None = None) -> list[str]:
+    """Rule (f) for one file of a package of plugins/module_utils/: one error per import line."""
+    package = path.relative_to(MODULE_UTILS).parts[0]
+    features = {p.name for p in packages()} - set(SHARED)
+    refused: dict[int, tuple[str, str, list[str]]] = {}
+    for line, target, text in leaf_imports(path, source):
+        if not target.startswith(UTILS + "."):
+            continue
+        other = target[len(UTILS) + 1 :].split(".")[0]
+        if other not in features or package in (other, ORCHESTRATOR):
+            continue
+        allowed = ALLOWED_BETWEEN_FEATURES.get((package, other), ())
+        if not any(under(target, f"{UTILS}.{name}") for name in allowed):
+            refused.setdefault(line, (other, text, []))[2].append(target[len(UTILS) + 1 :])
+    errors = []
+    for line, (other, text, targets) in refused.items():
+        allowed = ALLOWED_BETWEEN_FEATURES.get((package, other), ())
+        if package in SHARED:
+            fix = f"A shared package is below every feature: move what {package} needs out of {other} into {package} (or take it as an argument)."
+        elif allowed:
+            fix = f"{package} may ask {other} only for {', '.join(allowed)}; add what it needs there, or move shared knowledge into _machine."
+        else:
+            fix = (
+                f"What both need about a Machine or a Node belongs in _machine (pure parts in a pure file, API calls in "
+                f"_machine/api.py); what only {other} knows stays there, and only {ORCHESTRATOR}/run.py runs other features."
+            )
+        errors.append(f"[rule f] {where(path, line)}: `{text}` - feature {package} imports feature {other} ({', '.join(targets)}). {fix}")
+    return errors
+
+
+def entry_point_imports(path: Path, source: str | None = None) -> list[str]:
+    """Rule (c), second half: module_utils imports no entry point."""
+    hits = first_per_file(imports(path, source), lambda t: any(under(t, prefix) for prefix in ENTRY_POINTS))
+    return [
+        f"[rule c] {where(path, line)}: `{text}` - plugins/module_utils/ is below every entry point (modules, action, inventory "
+        "and event-source plugins, plugin_utils) and imports none. Move the shared code into a package of module_utils."
+        for line, _target, text in hits
+    ]
 
 
 def ansible_module_imports(path: Path, source: str | None = None) -> list[str]:
@@ -144,7 +296,7 @@ def ansible_module_imports(path: Path, source: str | None = None) -> list[str]:
 
 def transport_imports(path: Path, source: str | None = None) -> list[str]:
     """Rule (c) for one file of _k8s/."""
-    above = [f"{UTILS}.{p.name}" for p in feature_packages()] + [f"{UTILS}._module"]
+    above = [f"{UTILS}.{p.name}" for p in packages()] + [f"{UTILS}._module"]
     hits = first_per_file(imports(path, source), lambda t: any(under(t, prefix) for prefix in above))
     return [
         f"[rule c] {where(path, line)}: `{text}` - the transport (_k8s) is below every feature package and _module and "
@@ -187,26 +339,40 @@ def report(errors: list[str]) -> str:
 
 
 def test_the_tree_is_where_the_rules_expect_it() -> None:
-    packages = {p.name for p in feature_packages()}
-    assert {"_machine", "_drain", "_terminate", "_hook", "_condition", "_info", "_mark", "_alive"} <= packages
+    names = {p.name for p in packages()}
+    assert {"_machine", "_drain", "_terminate", "_hook", "_condition", "_info", "_mark", "_alive"} <= names
+    assert set(SHARED) <= names and ORCHESTRATOR in names
     assert (MODULE_UTILS / TRANSPORT / "client.py").is_file()
     assert len(list(MODULES.glob("*.py"))) >= 9
 
 
-def test_a_feature_packages_pure_files_do_not_talk_to_the_api() -> None:
-    errors = [error for package in feature_packages() for path in python_files(package) for error in impure_imports(path)]
+def test_pure_files_do_not_talk_to_the_api_directly_or_through_other_files() -> None:
+    assert MODULE_UTILS / "_drain" / "logic.py" in pure_files() and PLUGINS / "action" / "machine_drain.py" in pure_files()
+    errors = [error for path in pure_files() for error in impure_imports(path) + indirect_impure_imports(path)]
     if errors:
         pytest.fail(report(errors), pytrace=False)
 
 
 def test_only_module_py_imports_ansible_module() -> None:
-    errors = [error for path in python_files(PLUGINS) for error in ansible_module_imports(path)]
+    errors = [error for root in (PLUGINS, EXTENSIONS) for path in python_files(root) for error in ansible_module_imports(path)]
     if errors:
         pytest.fail(report(errors), pytrace=False)
 
 
 def test_the_transport_imports_no_feature_package() -> None:
     errors = [error for path in python_files(MODULE_UTILS / TRANSPORT) for error in transport_imports(path)]
+    if errors:
+        pytest.fail(report(errors), pytrace=False)
+
+
+def test_module_utils_imports_no_entry_point() -> None:
+    errors = [error for path in python_files(MODULE_UTILS) for error in entry_point_imports(path)]
+    if errors:
+        pytest.fail(report(errors), pytrace=False)
+
+
+def test_features_lean_only_on_the_shared_packages() -> None:
+    errors = [error for package in packages() for path in python_files(package) for error in feature_imports(path)]
     if errors:
         pytest.fail(report(errors), pytrace=False)
 
@@ -310,3 +476,79 @@ def test_rule_d_catches_code_in_a_module() -> None:
         "[rule d] plugins/modules/machine_drain.py:2: function helper",
     ]
     assert module_definitions(MODULES / "machine_drain.py", "def main():\n    run(module, lambda api: api)\n") == []
+
+
+BUDGETS = MODULE_UTILS / "_drain" / "budgets.py"
+CAPI_FLAVOUR = MODULE_UTILS / "_machine" / "flavour" / "capi.py"
+
+
+def test_rule_a_follows_imports_to_the_transport(monkeypatch) -> None:
+    monkeypatch.setitem(SOURCES, BUDGETS, f"from {UTILS}._drain.pods import pod_key\nfrom .._k8s.paths import resource_path\n")
+    (error,) = indirect_impure_imports(LOGIC, f"from {UTILS}._drain.budgets import budget_groups")
+    assert error.startswith(f"[rule a] plugins/module_utils/_drain/logic.py:1: `from {UTILS}._drain.budgets import budget_groups`")
+    assert "plugins/module_utils/_drain/budgets.py -> `from .._k8s.paths import resource_path`" in error
+
+
+def test_rule_a_follows_imports_through_a_package_init(monkeypatch) -> None:
+    monkeypatch.setitem(SOURCES, CAPI_FLAVOUR, f"import json\nfrom {UTILS}._machine.api import get_machine\n")
+    (error,) = indirect_impure_imports(LOGIC, f"from {UTILS}._machine.flavour.base import Flavour")
+    assert "_machine/flavour/__init__.py -> plugins/module_utils/_machine/flavour/capi.py -> plugins/module_utils/_machine/api.py -> api.py" in error
+
+
+def test_rule_a_reports_a_direct_impure_import_once() -> None:
+    source = f"from {UTILS}._drain.api import drain_pass"
+    assert len(impure_imports(LOGIC, source)) == 1
+    assert indirect_impure_imports(LOGIC, source) == []
+
+
+def test_rule_a_holds_for_the_controller_side() -> None:
+    action = PLUGINS / "action" / "machine_drain.py"
+    (error,) = impure_imports(action, f"from {UTILS}._k8s.client import KubeApi")
+    assert error.startswith("[rule a] plugins/action/machine_drain.py:1:") and "runs on the controller" in error
+    assert indirect_impure_imports(action, f"from {UTILS}._drain.run import run_drain") == []  # reported directly
+    assert impure_imports(action, f"from {UTILS}._drain.run import run_drain")
+    assert indirect_impure_imports(action, f"from {UTILS}._delete.logic import DeleteRequest") == []
+
+
+def test_rule_c_catches_module_utils_importing_an_entry_point() -> None:
+    for source in (f"from {COLLECTION}.plugins.plugin_utils._rounds import DrainRounds", "from ...modules import machine_drain"):
+        (error,) = entry_point_imports(LOGIC, source)
+        assert error.startswith("[rule c] plugins/module_utils/_drain/logic.py:1:")
+    assert entry_point_imports(LOGIC, f"from {UTILS}._machine.flavour import flavour_for") == []
+
+
+FEATURE = MODULE_UTILS / "_gates" / "logic.py"
+
+
+@pytest.mark.parametrize(
+    ("path", "source"),
+    [
+        (FEATURE, f"from {UTILS}._info.logic import describe"),
+        (MODULE_UTILS / "_hook" / "run.py", f"from {UTILS}._condition.logic import patch_builder"),
+        (MODULE_UTILS / "_terminate" / "volumes.py", f"from {UTILS}._drain.logic import classify_pods"),
+        (MODULE_UTILS / "_terminate" / "api.py", f"from {UTILS}._drain.api import drain_pass"),
+        (MODULE_UTILS / "_terminate" / "api.py", "from .. import _drain"),
+        (MODULE_UTILS / "_drain" / "api.py", "from .._terminate.volumes import claims_of_pods"),
+        (MODULE_UTILS / "_machine" / "api.py", f"from {UTILS}._drain.logic import pod_key"),
+        (MODULE_UTILS / "_workload" / "logic.py", f"import {UTILS}._info.logic"),
+    ],
+)
+def test_rule_f_catches_a_feature_leaning_on_another(path, source) -> None:
+    (error,) = feature_imports(path, source)
+    assert error.startswith(f"[rule f] {path.relative_to(REPO)}:1: `")
+    assert "imports feature" in error
+
+
+@pytest.mark.parametrize(
+    ("path", "source"),
+    [
+        (FEATURE, f"from {UTILS}._machine.view import describe\nfrom {UTILS}._options.logic import check_options"),
+        (FEATURE, f"from {UTILS}._gates.api import follow_machines\nfrom {UTILS}._k8s.client import KubeApi\nfrom .._errors import MachineError"),
+        (MODULE_UTILS / "_drain" / "run.py", f"from {UTILS}._workload import api as workload"),
+        (MODULE_UTILS / "_terminate" / "api.py", f"from {UTILS}._drain.api import SkippedPods, load_drain_rules"),
+        (MODULE_UTILS / "_terminate" / "run.py", f"from {UTILS}._drain.rules import normalize_rules\nfrom .._drain import rules"),
+        (MODULE_UTILS / "_delete" / "run.py", f"from {UTILS}._drain.run import run_drain\nfrom {UTILS}._terminate.run import terminate_machine"),
+    ],
+)
+def test_rule_f_lets_features_lean_on_the_shared_packages(path, source) -> None:
+    assert feature_imports(path, source) == []
