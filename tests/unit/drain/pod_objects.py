@@ -1,11 +1,12 @@
 """Pods, Namespaces and MachineDrainRules as the API serves them, and the
-classification of a few Pods, shared by the unit tests of _drain's pure files."""
+classification of a few Pods and a pass over a Node, shared by the unit tests of _drain's pure files."""
 
 from __future__ import annotations
 
 import datetime as dt
 
-from ansible_collections.lifecycle.machine.plugins.module_utils._drain.logic import PodDecision, classify_pods
+from ansible_collections.lifecycle.machine.plugins.module_utils._drain.logic import PodDecision, classify_pods, plan_drain
+from ansible_collections.lifecycle.machine.plugins.module_utils._drain.passes import DrainPass, EvictionOutcome
 from ansible_collections.lifecycle.machine.plugins.module_utils._drain.rules import DRAIN
 
 NOW = dt.datetime(2024, 10, 9, 16, 14, 0, tzinfo=dt.UTC)
@@ -91,3 +92,19 @@ PORTWORX_SPEC = {
     "machines": [{"selector": {}}],
     "pods": [{"selector": {"matchLabels": {"app": "portworx"}}}],
 }
+
+
+def decision(name: str, behavior: str = DRAIN, order: int = 0, terminating: bool = False) -> PodDecision:
+    return PodDecision(namespace="ns", name=name, behavior=behavior, order=order, terminating=terminating)
+
+
+def pass_of(decisions: list[PodDecision], outcome: EvictionOutcome | None = None, unreachable: bool = False, message: str = "x") -> DrainPass:
+    """A pass over Node n that decided ``decisions`` and did ``outcome``."""
+    return DrainPass(
+        node={"metadata": {"name": "n"}},
+        decisions=decisions,
+        plan=plan_drain(decisions),
+        outcome=outcome or EvictionOutcome(),
+        message=message,
+        unreachable=unreachable,
+    )

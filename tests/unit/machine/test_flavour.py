@@ -21,6 +21,7 @@ from ansible_collections.lifecycle.machine.plugins.module_utils._machine.flavour
     OpenShiftFlavour,
     flavour_for,
     hooks_summary,
+    hooks_text,
     is_deleting,
     machine_label,
 )
@@ -816,3 +817,8 @@ def test_valid_conditions(api_version) -> None:
     assert flavour.condition_errors("example.com/Custom_type.v2", "Reason_1:x,y", "") == []
     assert flavour.condition_errors("X" * 256) == []
     assert flavour_for(OPENSHIFT_V).condition_errors("Good", "", "") == []
+
+
+def test_hooks_text() -> None:
+    hooks = [Hook("preDrain", "quorum", "etcd"), Hook("preDrain", "backup", "velero")]
+    assert hooks_text(hooks) == "quorum (owner etcd), backup (owner velero)"

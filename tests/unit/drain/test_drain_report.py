@@ -1,13 +1,16 @@
-"""The result of a drain task (``DrainReport``, pure): what each pass adds,
-the diff, check mode's preview, and the result dict."""
+"""The result of a drain task (_drain/report.py, pure): what each pass adds
+(``DrainReport``), the diff, check mode's preview, the result dict, the Pods
+tracked across passes (``PodLedger``) and the quoting of Event messages."""
 
 from __future__ import annotations
 
 import datetime as dt
 
+from pod_objects import PDB, decision, pass_of
+
 from ansible_collections.lifecycle.machine.plugins.module_utils._drain.api import DrainPass, EvictionOutcome
 from ansible_collections.lifecycle.machine.plugins.module_utils._drain.logic import PodDecision, plan_drain
-from ansible_collections.lifecycle.machine.plugins.module_utils._drain.report import DrainReport, machine_summary
+from ansible_collections.lifecycle.machine.plugins.module_utils._drain.report import DrainReport, PodLedger, go_quote, machine_summary
 from ansible_collections.lifecycle.machine.plugins.module_utils._drain.request import DrainRequest
 from ansible_collections.lifecycle.machine.plugins.module_utils._drain.rules import DRAIN, SKIP
 from ansible_collections.lifecycle.machine.plugins.module_utils._machine.flavour import flavour_for
@@ -86,3 +89,39 @@ def test_request_from_module_params() -> None:
     request = DrainRequest.from_params(params, check_mode=True)
     assert request == DrainRequest(machine="m1", namespace="ns", check_mode=True)
     assert request.rules == [] and not request.waits
+
+
+def test_go_quote() -> None:
+    assert go_quote("worker-1") == '"worker-1"'
+    assert go_quote('a"b') == '"a\\"b"'
+
+
+# ---------------------------------------------------------------------------
+# Tracking Pods across passes
+
+
+def test_ledger_keeps_every_pod_seen_with_its_latest_state() -> None:
+    ledger = PodLedger()
+    ledger.record(pass_of([decision("web"), decision("api"), decision("agent", SKIP)], EvictionOutcome(evicted=["ns/web"], failures={PDB: ["ns/api"]})))
+    ledger.record(pass_of([decision("api"), decision("agent", SKIP), decision("web", terminating=True)], EvictionOutcome(evicted=["ns/api"])))
+    ledger.record(pass_of([decision("agent", SKIP)]))
+    pods = {p["name"]: p for p in ledger.pods()}
+    assert [p["name"] for p in ledger.pods()] == ["agent", "api", "web"]
+    assert (pods["web"]["present"], pods["web"]["terminating"], pods["web"]["eviction_error"]) == (False, True, None)
+    assert (pods["api"]["present"], pods["api"]["eviction_error"]) == (False, None)
+    assert pods["agent"]["present"] is True
+    assert ledger.evicted == ["ns/web", "ns/api"]
+    assert [(b["order"], b["pods"]) for b in ledger.batches()] == [(0, ["ns/api", "ns/web"])]
+
+
+def test_ledger_keeps_the_last_refusal() -> None:
+    ledger = PodLedger()
+    ledger.record(pass_of([decision("api")], EvictionOutcome(failures={PDB: ["ns/api"]})))
+    assert ledger.pods()[0]["eviction_error"] == PDB
+    assert ledger.evicted == []
+
+
+def test_check_mode_passes_count_no_evictions() -> None:
+    ledger = PodLedger()
+    ledger.record(pass_of([decision("web")], EvictionOutcome(evicted=["ns/web"])), count_evictions=False)
+    assert ledger.evicted == []

@@ -160,3 +160,33 @@ def test_an_invalid_rule_fails_classification_even_if_it_would_not_match():
     never = rule("never", SKIP, machines=[{"selector": {"matchExpressions": [{"key": "a", "operator": "In"}]}}])
     with pytest.raises(DrainRuleError, match="Invalid MachineDrainRule never"):
         classify([pod("web")], rules=[never])
+
+
+# ---------------------------------------------------------------------------
+# Merging the task's rules with the cluster's
+
+
+def served_rule(name: str, namespace: str, behavior: str = SKIP) -> dict:
+    return {"metadata": {"name": name, "namespace": namespace}, "spec": {"drain": {"behavior": behavior}}}
+
+
+def test_inline_rules_add_to_cluster_rules_and_replace_same_names() -> None:
+    inline = [{"name": "b-rule", "drain": {"behavior": "Drain", "order": 7}}, {"name": "a-rule", "drain": {"behavior": "WaitCompleted"}}]
+    rules = merge_rules(inline, [served_rule("b-rule", "ns"), served_rule("c-rule", "ns"), served_rule("elsewhere", "other")], "ns")
+    assert [(r["name"], r["drain"]["behavior"], r["drain"]["order"]) for r in rules] == [
+        ("a-rule", "WaitCompleted", None),
+        ("b-rule", "Drain", 7),
+        ("c-rule", "Skip", None),
+    ]
+
+
+def test_merge_rules_names_an_invalid_cluster_rule() -> None:
+    broken = served_rule("broken", "ns")
+    broken["spec"]["pods"] = [{"selector": {"matchExpressions": [{"key": "a", "operator": "Maybe"}]}}]
+    with pytest.raises(DrainRuleError, match=r"^Invalid MachineDrainRule ns/broken: spec.pods\[0\].selector: "):
+        merge_rules([], [broken], "ns")
+
+
+def test_merge_rules_names_an_invalid_inline_rule() -> None:
+    with pytest.raises(DrainRuleError, match=r"^Invalid MachineDrainRule bad: "):
+        merge_rules([{"name": "bad", "drain": {"behavior": "Skip", "order": 1}}], [], None)
