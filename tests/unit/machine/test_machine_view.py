@@ -5,7 +5,6 @@ from __future__ import annotations
 from ansible_collections.lifecycle.machine.plugins.module_utils._machine.view import describe
 
 DRAIN_KEY = "pre-drain.delete.hook.machine.cluster.x-k8s.io/migrate"
-TERMINATE_KEY = "pre-terminate.delete.hook.machine.cluster.x-k8s.io/flush"
 
 
 def openshift(hooks: dict | None = None, conditions: list | None = None, deleting: bool = False) -> dict:
