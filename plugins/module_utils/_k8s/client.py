@@ -26,7 +26,7 @@ from urllib.parse import urlencode, urlsplit
 
 from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.discovery import Discovery
 from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.errors import ApiError, Cancelled, ConfigError, answer_text, describe_path, http_reason
-from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.paths import JSON_PATCH, MERGE_PATCH, STRATEGIC_PATCH, resource_path
+from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.paths import MERGE_PATCH
 from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.retry import Failure, RetryPolicy, idempotent, parse_retry_after
 
 try:
@@ -63,8 +63,6 @@ except ImportError:  # reported by the module at run time
     class CoreException(Exception):  # type: ignore[no-redef]
         """Stand-in."""
 
-
-__all__ = ["JSON_PATCH", "MERGE_PATCH", "STRATEGIC_PATCH", "ApiError", "Cancelled", "ConfigError", "KubeApi", "resource_path"]
 
 USER_AGENT = "lifecycle.machine"
 # Evictions of one batch run concurrently: the connection pool holds as many connections.
