@@ -23,7 +23,14 @@ from concurrent.futures import ThreadPoolExecutor
 
 from ansible_collections.lifecycle.machine.plugins.module_utils._drain.budgets import budget_groups, covering_budgets, dry_run_allowance, ready
 from ansible_collections.lifecycle.machine.plugins.module_utils._drain.evictions import eviction_failure_message
-from ansible_collections.lifecycle.machine.plugins.module_utils._drain.logic import PDB_MESSAGE, classify_pods, daemonset_refs, plan_drain, progress_message
+from ansible_collections.lifecycle.machine.plugins.module_utils._drain.logic import (
+    PDB_MESSAGE,
+    UNREACHABLE_GRACE_PERIOD_SECONDS,
+    classify_pods,
+    daemonset_refs,
+    plan_drain,
+    progress_message,
+)
 from ansible_collections.lifecycle.machine.plugins.module_utils._drain.passes import DrainPass, EvictionMemory, EvictionOutcome, PodWait
 from ansible_collections.lifecycle.machine.plugins.module_utils._drain.pods import pod_key
 from ansible_collections.lifecycle.machine.plugins.module_utils._drain.rules import SKIP, merge_rules
@@ -315,7 +322,7 @@ def drain_pass(
     to_evict = [by_key[decision.key] for decision in result.plan.evict_now]
     if result.unreachable and grace_period is None:
         # Its kubelet will never confirm: don't wait for the Pods' own grace periods.
-        grace_period = 1
+        grace_period = UNREACHABLE_GRACE_PERIOD_SECONDS
     budgets = watched_budgets
     if budgets is None:
         budgets = list_budgets(api) if len(to_evict) > 1 and not disable_eviction else []
