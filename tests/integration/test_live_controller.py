@@ -25,7 +25,7 @@ import realctl
 from conftest import REPO, ansible_env, read_audit_log, run_module_with
 from khelpers import wait_for
 
-from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.client import api_from_kubeconfig
+from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.client import KubeApi, api_from_kubeconfig
 
 pytestmark = [pytest.mark.real_controllers, pytest.mark.slow]
 
@@ -56,6 +56,19 @@ def _evicted_by(audit: Path, namespace: str) -> dict[str, list[str]]:
 
 def _agents(found: dict[str, list[str]], needle: str) -> list[str]:
     return sorted(name for agent, names in found.items() if needle in agent for name in names)
+
+
+def _running_openshift_machine(kube: KubeApi, namespace: str, worker: str, hooks: dict | None = None) -> str:
+    """An OpenShift Machine the real controller runs, on its kwok Node with the Pod
+    ``app-0``, in a new namespace; the Machines' collection path."""
+    machines = f"/apis/machine.openshift.io/v1beta1/namespaces/{namespace}/machines"
+    realctl.create_namespace(kube, namespace)
+    realctl.create(kube, controllers.mapi_machine(worker, namespace, hooks=hooks))
+    provider_id = wait_for(lambda: (kube.get(f"{machines}/{worker}") or {}).get("spec", {}).get("providerID"), timeout=60, what="spec.providerID")
+    realctl.kwok_node(kube, worker, provider_id)
+    realctl.running_pod(kube, namespace, "app-0", worker)
+    wait_for(lambda: (kube.get(f"{machines}/{worker}") or {}).get("status", {}).get("phase") == "Running", timeout=90, what="phase Running")
+    return machines
 
 
 def test_cluster_api_carries_out_its_machine_and_the_collection_the_one_it_does_not_watch(capi_plane: dict) -> None:
@@ -128,14 +141,8 @@ def test_openshift_machine_controller_carries_out_its_machine_followed_by_machin
     kubeconfig = state_dir / "kubeconfig"
     kube = api_from_kubeconfig(str(kubeconfig))
     namespace, worker = "live-mapi", "worker-0"
-    machines = f"/apis/machine.openshift.io/v1beta1/namespaces/{namespace}/machines"
     instance = f"/api/v1/namespaces/{namespace}/configmaps/{worker}-fake-instance"
-    realctl.create_namespace(kube, namespace)
-    realctl.create(kube, controllers.mapi_machine(worker, namespace))
-    provider_id = wait_for(lambda: (kube.get(f"{machines}/{worker}") or {}).get("spec", {}).get("providerID"), timeout=60, what="spec.providerID")
-    realctl.kwok_node(kube, worker, provider_id)
-    realctl.running_pod(kube, namespace, "app-0", worker)
-    wait_for(lambda: (kube.get(f"{machines}/{worker}") or {}).get("status", {}).get("phase") == "Running", timeout=90, what="phase Running")
+    machines = _running_openshift_machine(kube, namespace, worker)
 
     since = _now()
     result = run_module_with(
@@ -162,14 +169,8 @@ def test_machine_drain_and_machine_terminate_follow_a_live_openshift_controller(
     kubeconfig = state_dir / "kubeconfig"
     kube = api_from_kubeconfig(str(kubeconfig))
     namespace, worker = "follow-mapi", "worker-0"
-    machines = f"/apis/machine.openshift.io/v1beta1/namespaces/{namespace}/machines"
-    realctl.create_namespace(kube, namespace)
-    hook = {point: [{"name": f"{point}-gate", "owner": realctl.HOOK_OWNER}] for point in ("preDrain", "preTerminate")}
-    realctl.create(kube, controllers.mapi_machine(worker, namespace, hooks=hook))
-    provider_id = wait_for(lambda: (kube.get(f"{machines}/{worker}") or {}).get("spec", {}).get("providerID"), timeout=60, what="spec.providerID")
-    realctl.kwok_node(kube, worker, provider_id)
-    realctl.running_pod(kube, namespace, "app-0", worker)
-    wait_for(lambda: (kube.get(f"{machines}/{worker}") or {}).get("status", {}).get("phase") == "Running", timeout=90, what="phase Running")
+    hooks = {point: [{"name": f"{point}-gate", "owner": realctl.HOOK_OWNER}] for point in ("preDrain", "preTerminate")}
+    machines = _running_openshift_machine(kube, namespace, worker, hooks)
     kube.delete(f"{machines}/{worker}")
     wait_for(lambda: (kube.get(f"{machines}/{worker}") or {}).get("status", {}).get("phase") == "Deleting", timeout=30, what="phase Deleting")
 
@@ -214,13 +215,7 @@ def test_the_delete_machine_playbook_follows_a_live_openshift_controller_without
     kubeconfig = state_dir / "kubeconfig"
     kube = api_from_kubeconfig(str(kubeconfig))
     namespace, worker = "play-mapi", "worker-0"
-    machines = f"/apis/machine.openshift.io/v1beta1/namespaces/{namespace}/machines"
-    realctl.create_namespace(kube, namespace)
-    realctl.create(kube, controllers.mapi_machine(worker, namespace))
-    provider_id = wait_for(lambda: (kube.get(f"{machines}/{worker}") or {}).get("spec", {}).get("providerID"), timeout=60, what="spec.providerID")
-    realctl.kwok_node(kube, worker, provider_id)
-    realctl.running_pod(kube, namespace, "app-0", worker)
-    wait_for(lambda: (kube.get(f"{machines}/{worker}") or {}).get("status", {}).get("phase") == "Running", timeout=90, what="phase Running")
+    machines = _running_openshift_machine(kube, namespace, worker)
 
     def playbook(**extra: object) -> subprocess.CompletedProcess:
         command = [str(Path(sys.executable).parent / "ansible-playbook"), "-i", "localhost,", "-c", "local", str(REPO / "playbooks" / "delete_machine.yml")]

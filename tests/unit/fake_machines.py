@@ -43,3 +43,28 @@ def put_capi(fake: FakeKube, name: str = "m-2", *, annotations: dict | None = No
         meta["deletionTimestamp"] = "2026-01-01T00:00:00Z"
     body = {"apiVersion": CAPI, "kind": "Machine", "metadata": meta, "spec": {"clusterName": "c"}, "status": {"conditions": []}}
     return fake.put(machine_path(name, CAPI, CAPI_NS), body)
+
+
+# Machine bodies as a reader of Machines gets them (no API: for the pure logic's tests).
+
+
+def openshift(hooks: dict | None = None, conditions: list | None = None, deleting: bool = False) -> dict:
+    meta = {"name": "m-1", "namespace": "openshift-machine-api", "resourceVersion": "42", "labels": {"role": "worker"}}
+    if deleting:
+        meta["deletionTimestamp"] = "2026-01-01T00:00:00Z"
+        meta["finalizers"] = ["machine.machine.openshift.io"]
+    lifecycle = {point: [{"name": n, "owner": o} for n, o in entries] for point, entries in (hooks or {}).items()}
+    status = {"phase": "Running", "nodeRef": {"kind": "Node", "name": "worker-1"}, "conditions": conditions or []}
+    return {"apiVersion": "machine.openshift.io/v1beta1", "kind": "Machine", "metadata": meta, "spec": {"lifecycleHooks": lifecycle}, "status": status}
+
+
+def capi(annotations: dict | None = None, conditions: list | None = None, deleting: bool = False) -> dict:
+    meta = {"name": "m-2", "namespace": "ns", "annotations": annotations or {}}
+    if deleting:
+        meta["deletionTimestamp"] = "2026-01-01T00:00:00Z"
+    spec = {
+        "clusterName": "prod",
+        "infrastructureRef": {"apiGroup": "infrastructure.cluster.x-k8s.io", "kind": "DockerMachine", "name": "m-2-infra"},
+        "bootstrap": {"configRef": {"apiGroup": "bootstrap.cluster.x-k8s.io", "kind": "KubeadmConfig", "name": "m-2-boot"}},
+    }
+    return {"apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Machine", "metadata": meta, "spec": spec, "status": {"conditions": conditions or []}}

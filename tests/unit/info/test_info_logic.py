@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 
 import pytest
+from fake_machines import capi, openshift
 
 from ansible_collections.lifecycle.machine.plugins.module_utils._errors import MachineError
 from ansible_collections.lifecycle.machine.plugins.module_utils._info.logic import WAIT_STATES, InfoRequest, reached, select_by_query
@@ -13,28 +14,6 @@ from ansible_collections.lifecycle.machine.plugins.module_utils._machine.view im
 
 DRAIN_KEY = "pre-drain.delete.hook.machine.cluster.x-k8s.io/migrate"
 TERMINATE_KEY = "pre-terminate.delete.hook.machine.cluster.x-k8s.io/flush"
-
-
-def openshift(hooks: dict | None = None, conditions: list | None = None, deleting: bool = False) -> dict:
-    meta = {"name": "m-1", "namespace": "openshift-machine-api", "resourceVersion": "42", "labels": {"role": "worker"}}
-    if deleting:
-        meta["deletionTimestamp"] = "2026-01-01T00:00:00Z"
-        meta["finalizers"] = ["machine.machine.openshift.io"]
-    lifecycle = {point: [{"name": n, "owner": o} for n, o in entries] for point, entries in (hooks or {}).items()}
-    status = {"phase": "Running", "nodeRef": {"kind": "Node", "name": "worker-1"}, "conditions": conditions or []}
-    return {"apiVersion": "machine.openshift.io/v1beta1", "kind": "Machine", "metadata": meta, "spec": {"lifecycleHooks": lifecycle}, "status": status}
-
-
-def capi(annotations: dict | None = None, conditions: list | None = None, deleting: bool = False) -> dict:
-    meta = {"name": "m-2", "namespace": "ns", "annotations": annotations or {}}
-    if deleting:
-        meta["deletionTimestamp"] = "2026-01-01T00:00:00Z"
-    spec = {
-        "clusterName": "prod",
-        "infrastructureRef": {"apiGroup": "infrastructure.cluster.x-k8s.io", "kind": "DockerMachine", "name": "m-2-infra"},
-        "bootstrap": {"configRef": {"apiGroup": "bootstrap.cluster.x-k8s.io", "kind": "KubeadmConfig", "name": "m-2-boot"}},
-    }
-    return {"apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Machine", "metadata": meta, "spec": spec, "status": {"conditions": conditions or []}}
 
 
 def test_request_from_params() -> None:
