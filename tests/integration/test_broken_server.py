@@ -131,8 +131,10 @@ def test_a_silent_server_fails_the_task_within_its_timeouts(server, tmp_path) ->
     url = f"https://127.0.0.1:{silent.port}"
     result, took = run_module(kubeconfig_for(tmp_path, url), "machine_info", {"namespace": "default"})
     assert result.get("failed"), result
-    assert f"Kubernetes API error: no answer from {url} within 20 s" in result["msg"]
-    assert took < 60, f"the task took {took:.0f} s"
+    # Either kubernetes.core's client factory asked it (given up after 20 s), or - its discovery
+    # cached in a file from an earlier server on the same port - the first request did (10 s).
+    assert f"no answer from {url} within 20 s" in result["msg"] or f"no answer from {url} within the read timeout of 10 s" in result["msg"], result["msg"]
+    assert took < 45, f"the task took {took:.0f} s"
 
 
 def test_a_server_that_falls_silent_ends_the_task_at_its_read_timeout(server, tmp_path) -> None:

@@ -415,6 +415,11 @@ class KubeApi:
         if timeout is not None:
             return (CONNECT_TIMEOUT, timeout)
         read = READ_TIMEOUT
+        if not self._answered:
+            # Until the server has answered once, it may be one that accepts connections and never
+            # answers: kubernetes.core's factory may not have asked it anything (its discovery is
+            # cached in a file per server URL), so the first request keeps to the first-contact budget.
+            read = FIRST_CONTACT_BUDGET
         if self.deadline is not None:
             read = min(read, max(5.0, self.deadline - self._clock()))
         return (CONNECT_TIMEOUT, read)

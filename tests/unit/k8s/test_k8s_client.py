@@ -72,6 +72,8 @@ def test_read_timeouts_follow_the_deadline() -> None:
     api, client, clock = make_api()
     client.always = lambda _sent: ok({})
     api.request("GET", MACHINE)
+    assert client.sent[-1].timeout[1] == FIRST_CONTACT_BUDGET, "until the server has answered once"
+    api.request("GET", MACHINE)
     assert client.sent[-1].timeout[1] == READ_TIMEOUT
     api.fork(deadline=clock() + 20).request("GET", MACHINE)
     assert client.sent[-1].timeout[1] == 20
