@@ -145,13 +145,16 @@ def kubeconfig_env(kubeconfig, monkeypatch):
 
 def test_killed_runs_resume_without_evicting_twice(*, flavour, kube, victim, run_playbook, audit_events, tmp_path, kubeconfig_env) -> None:
     v = victim(hooks={"preTerminate": [("flush-logs", "log-ctl")]})
-    recorder = Recorder(v)
-    recorder.start()
+
+    def evicted() -> Counter:
+        """Evictions the API server granted, from its audit log (a poller can miss a Pod that goes at once)."""
+        events = audit_events(namespace=v.namespace, subresource="eviction")
+        return Counter(e["objectRef"]["name"] for e in events if (e.get("responseStatus") or {}).get("code") in (200, 201))
 
     # Killed during the drain: the first Pod is terminating (the budget holds the second).
     first = _start(v, tmp_path / "first")
     try:
-        wait_for(recorder.evictions, 120, what="the drain to evict a Pod")
+        wait_for(lambda: len(evicted()) >= 1, 120, what="the drain to evict a Pod")
     finally:
         _kill(first, tmp_path / "first")
     assert kube.get(v.path)["metadata"]["deletionTimestamp"]
@@ -159,7 +162,7 @@ def test_killed_runs_resume_without_evicting_twice(*, flavour, kube, victim, run
     # Killed again while it waits at the preTerminate gate.
     second = _start(v, tmp_path / "second")
     try:
-        wait_for(lambda: len(recorder.evictions()) == 2 and not [p for p in v.web_pods() if p["spec"].get("nodeName") == v.node], 120, what="the drain")
+        wait_for(lambda: len(evicted()) == 2 and not [p for p in v.web_pods() if p["spec"].get("nodeName") == v.node], 120, what="the drain")
         time.sleep(3)
     finally:
         _kill(second, tmp_path / "second")
@@ -169,15 +172,12 @@ def test_killed_runs_resume_without_evicting_twice(*, flavour, kube, victim, run
 
     v.remove_hook("preTerminate", "flush-logs")
     final = run_playbook(PLAYBOOK, playbook_vars(v))
-    recorder.stop.set()
     assert final.returncode == 0, final.stdout + final.stderr
     assert_all_gone(kube, v)
 
-    evicted = Counter(
-        e["objectRef"]["name"] for e in audit_events(namespace=v.namespace, subresource="eviction") if (e.get("responseStatus") or {}).get("code") in (200, 201)
-    )
-    assert len(evicted) == 2
-    assert set(evicted.values()) == {1}, f"a Pod was evicted more than once: {evicted}"
+    granted = evicted()
+    assert len(granted) == 2
+    assert set(granted.values()) == {1}, f"a Pod was evicted more than once: {granted}"
 
 
 @pytest.mark.parametrize("flavour", ["v1beta1", "v1beta2"], indirect=True)
