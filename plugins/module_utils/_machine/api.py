@@ -27,7 +27,6 @@ from ansible_collections.lifecycle.machine.plugins.module_utils._machine.control
     UNDECIDED,
     Actor,
     controller_progress,
-    done_message,
     following_message,
     timeout_message,
     who_deletes,
@@ -438,9 +437,9 @@ def followed_deletion(api: KubeApi, machine: dict | None, setting: str, grace: f
     current, actor = actor_of(api, machine, setting, grace, deadline=deadline)
     if actor.who == COLLECTION:
         return None
-    if actor.who == UNDECIDED:
-        raise MachineError(f"Machine {machine_label(machine)}: {actor.reason}; nothing was done, run again", carried_out_by=UNDECIDED)
     flavour = flavour_for(machine)
+    if actor.who == UNDECIDED:
+        raise MachineError(f"Machine {machine_key(machine)}: {actor.reason}; nothing was done, run again", carried_out_by=UNDECIDED)
     if current is None:
         progress, done = controller_progress(None, flavour), True
     else:
@@ -450,9 +449,14 @@ def followed_deletion(api: KubeApi, machine: dict | None, setting: str, grace: f
         "carried_out_by": CONTROLLER,
         "controller": actor.manager or None,
         "completed": done,
-        "message": done_message(actor) if progress["phase"] == "gone" else following_message(actor, progress),
+        "message": following_message(actor, progress) if progress["phase"] != "gone" else f"deleted by its controller ({actor.manager})",
         "controller_progress": progress,
     }
     if not done and wait:
-        raise MachineError(f"Machine {machine_label(machine)}: {timeout_message(actor, progress, int(wait_timeout))}", timed_out=True, **result)
+        raise MachineError(f"Machine {machine_key(machine)}: {timeout_message(actor, progress, int(wait_timeout))}", timed_out=True, **result)
     return result
+
+
+def machine_key(machine: dict) -> str:
+    meta = machine.get("metadata") or {}
+    return f"{meta.get('namespace')}/{meta.get('name')}"

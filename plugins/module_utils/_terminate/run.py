@@ -25,7 +25,6 @@ from ansible_collections.lifecycle.machine.plugins.module_utils._terminate.logic
     DELETE_INFRASTRUCTURE,
     DELETE_NODE,
     FINISHED,
-    NODE_DELETION_FAILED,
     OBSERVE_BOOTSTRAP,
     OBSERVE_INFRASTRUCTURE,
     OBSERVE_VOLUMES,
@@ -203,7 +202,7 @@ class Termination:
             self.report.note(f"give up deleting Node {node_name}")
             return facts
         self.report.block(STEP_NODE, f"deleting Node {node_name} failed: {outcome.error}")
-        raise MachineError(f"{NODE_DELETION_FAILED}{node_name} of Machine {self.label}: {outcome.error}", **self.result())
+        raise MachineError(f"Failed to delete Node {node_name} of Machine {self.label}: {outcome.error}", **self.result())
 
     def release(self, facts: Facts) -> Facts:
         finalizer = self.flavour.finalizer
