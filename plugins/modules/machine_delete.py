@@ -105,8 +105,8 @@ options:
     default: []
   clock:
     description:
-      - When each Machine's drain and termination started, as RV(clock) of the previous call returned it, so that
-        the time budgets count across calls. Empty on the first call.
+      - When each Machine's deletion, drain and termination started, as RV(clock) of the previous call returned it, so
+        that the time budgets and the time in RV(progress) count across calls. Empty on the first call.
     type: dict
     default: {}
   progress_interval:
@@ -238,7 +238,9 @@ errors:
   type: list
   elements: str
 progress:
-  description: Lines for people - how many Machines stand where, and for each its status, step, the Pods left per drain batch and what holds them.
+  description:
+    - Lines for people - how many Machines stand where, and for each its status, step, the Pods left per drain batch and what holds them.
+    - The first line's time counts from the start of the deletion (its first call, carried in O(clock)), not from this call's start.
   returned: always
   type: list
   elements: str
@@ -248,7 +250,7 @@ progress:
     - "default/md-0-b: in progress at drain - order 0: 2 Pods (1 terminating), order 10: 3 Pods"
     - "    * Pod default/web-1: cannot evict pod as it would violate the pod's disruption budget."
 clock:
-  description: When each Machine's drain and termination started (epoch seconds), to hand to the next call's O(clock).
+  description: When each Machine's deletion, drain and termination started (epoch seconds), to hand to the next call's O(clock).
   returned: always
   type: dict
 rounds:

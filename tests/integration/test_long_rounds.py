@@ -66,6 +66,10 @@ def test_the_role_holds_at_a_gate_for_many_rounds_then_deletes_the_machine(flavo
     assert code == 0, output[-4000:]
     assert "RecursionError" not in output
     assert seen[:ROUNDS] == list(range(1, ROUNDS + 1)), "one line per round, in order"
+    # The time counts from the start of the deletion, not from each round's: it grows round by round.
+    ages = [int(age) for age in re.findall(r"^ +1 Machine after (\d+) s: ", output, re.MULTILINE)]
+    assert len(ages) >= ROUNDS and ages == sorted(ages), ages
+    assert ages[ROUNDS - 1] >= ROUNDS - 1, ages
     workload = "" if flavour == "openshift" else " (workload cluster lm-test)"
     assert f"{v.namespace}/{v.name}{workload}: in progress" in output
     assert_all_gone(kube, v)

@@ -32,6 +32,8 @@ STATUSES = (DONE, IN_PROGRESS, AWAITING_INSTANCE, FAILED, PLANNED)
 
 # The phases whose time is budgeted.
 DRAIN, TERMINATE = "drain", "terminate"
+# When the collection took a Machine's deletion on (its first call): the progress lines count from it, across calls.
+STARTED = "started"
 
 # A phase needs at least a second; wait_sleep paces the volume-detach checks (0 would not pause at all).
 BOUNDS = (
@@ -126,7 +128,7 @@ class DeleteRequest:
             terminate_timeout=params["terminate_timeout"],
             wait_sleep=params["wait_sleep"],
             instance_terminated=tuple(params["instance_terminated"] or ()),
-            clock=started_clock(params["clock"] or {}, now),
+            clock=started_clock(params["clock"] or {}, now, keys=[machine_key(m) for m in params["machines"]]),
             progress_interval=params["progress_interval"],
             concurrency=params["concurrency"],
             check_mode=check_mode,
@@ -162,12 +164,15 @@ def option_errors(params: dict) -> list[str]:
     return errors + bound_errors(params, BOUNDS)
 
 
-def started_clock(clock: dict, now: float) -> dict:
-    """A copy of ``clock`` (``{machine key: {phase: epoch seconds it started}}``), only well-formed entries."""
+def started_clock(clock: dict, now: float, keys: list[str] | tuple[str, ...] = ()) -> dict:
+    """A copy of ``clock`` (``{machine key: {phase: epoch seconds it started}}``), only well-formed entries,
+    with the deletion of each Machine of ``keys`` started ``now`` unless an earlier call started it."""
     result: dict[str, dict[str, float]] = {}
     for key, phases in (clock or {}).items():
         if isinstance(phases, dict):
-            result[str(key)] = {phase: float(since) for phase, since in phases.items() if phase in (DRAIN, TERMINATE) and _number(since, now)}
+            result[str(key)] = {phase: float(since) for phase, since in phases.items() if phase in (STARTED, DRAIN, TERMINATE) and _number(since, now)}
+    for key in keys:
+        start_phase(result, key, STARTED, now)
     return result
 
 
@@ -271,9 +276,21 @@ def batches_text(batches: list[dict]) -> str:
     return ", ".join(parts)
 
 
-def progress_lines(outcomes: list[Outcome], elapsed: float) -> list[str]:
+def deletion_seconds(outcomes: list[Outcome], clock: dict, now: float) -> float | None:
+    """Seconds since the earliest of these Machines' deletions started (``clock``, carried across calls and
+    rounds); None when the clock has no start for any of them."""
+    starts = [since for outcome in outcomes for since in (clock.get(outcome.key) or {}).values()]
+    return max(0.0, now - min(starts)) if starts else None
+
+
+def progress_lines(outcomes: list[Outcome], elapsed: float, *, clock: dict | None = None, now: float | None = None) -> list[str]:
     """What an operator sees after each task: one line per Machine, and for a
-    drain under way the Pods left per batch and what holds them."""
+    drain under way the Pods left per batch and what holds them.
+
+    The time is counted from the start of the deletion when ``clock`` and ``now`` are given (a
+    deletion held at a gate for an hour reads an hour old in every round), else ``elapsed``."""
+    since = deletion_seconds(outcomes, clock, now) if clock is not None and now is not None else None
+    elapsed = elapsed if since is None else max(elapsed, since)
     counts = {status: sum(1 for outcome in outcomes if outcome.status == status) for status in STATUSES}
     summary = ", ".join(f"{count} {status.replace('_', ' ')}" for status, count in counts.items() if count)
     lines = [f"{len(outcomes)} Machine{'s' if len(outcomes) != 1 else ''} after {elapsed:.0f} s: {summary or 'none'}"]

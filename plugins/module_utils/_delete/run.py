@@ -368,7 +368,7 @@ def delete_machines(api: KubeApi, request: DeleteRequest) -> dict:
         "awaiting_instance_termination": by_status[AWAITING_INSTANCE],
         "failed_machines": by_status[FAILED],
         "errors": [f"{outcome.key}: {outcome.message}" for outcome in outcomes if outcome.status == FAILED],
-        "progress": progress_lines(outcomes, elapsed),
+        "progress": progress_lines(outcomes, elapsed, clock=clock, now=time.time()),
         "clock": {key: phases for key, phases in clock.items() if key in known},
         "elapsed_seconds": round(elapsed, 1),
         "api_requests": api.total_requests,

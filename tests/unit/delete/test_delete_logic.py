@@ -10,6 +10,7 @@ from ansible_collections.lifecycle.machine.plugins.module_utils._delete.logic im
     ENTRY_FIELDS,
     FAILED,
     IN_PROGRESS,
+    STARTED,
     TERMINATE,
     DeleteRequest,
     Outcome,
@@ -80,6 +81,25 @@ def test_an_invalid_drain_rule_is_refused_before_any_machine_is_touched() -> Non
 def test_the_clock_keeps_well_formed_phases_only() -> None:
     clock = {"ns/a": {DRAIN: 900, TERMINATE: "950", "other": 1}, "ns/b": {DRAIN: "soon"}, "ns/c": "bad", "ns/d": {DRAIN: 5000}}
     assert started_clock(clock, 1000.0) == {"ns/a": {DRAIN: 900.0, TERMINATE: 950.0}, "ns/b": {}, "ns/d": {}}
+
+
+def test_the_deletion_starts_on_the_first_call_and_the_clock_keeps_that_start() -> None:
+    first = DeleteRequest.from_params(PARAMS, False, 1000.0)
+    assert first.clock == {"ns/a": {STARTED: 1000.0}}
+    # Round 300, an hour later: the clock handed back keeps the first call's start.
+    later = DeleteRequest.from_params({**PARAMS, "clock": {"ns/a": {STARTED: 1000.0, DRAIN: 1001.0}}}, False, 4600.0)
+    assert later.clock == {"ns/a": {STARTED: 1000.0, DRAIN: 1001.0}}
+
+
+def test_progress_counts_from_the_start_of_the_deletion_not_of_the_round() -> None:
+    held = Outcome(machine={"name": "a", "namespace": "ns"}, status=IN_PROGRESS, step=DRAIN)
+    clock = {"ns/a": {STARTED: 1000.0, DRAIN: 1001.0}, "ns/other": {STARTED: 10.0}}
+    assert progress_lines([held], 1.0, clock=clock, now=4600.4)[0] == "1 Machine after 3600 s: 1 in progress"
+    # A clock from before the start was kept: the earliest phase it holds.
+    assert progress_lines([held], 1.0, clock={"ns/a": {DRAIN: 4000.0}}, now=4600.0)[0] == "1 Machine after 600 s: 1 in progress"
+    # Nothing started yet (check mode, a clock with no entry for it): this call's own time.
+    assert progress_lines([held], 1.2, clock={}, now=4600.0)[0] == "1 Machine after 1 s: 1 in progress"
+    assert progress_lines([held], 1.2)[0] == "1 Machine after 1 s: 1 in progress"
 
 
 def test_a_budget_counts_from_when_its_phase_first_started() -> None:
