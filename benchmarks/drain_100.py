@@ -34,7 +34,8 @@ import cluster as cluster_tool
 
 sys.path.insert(0, str(cluster_tool.collections_root()))
 
-from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.client import KubeApi, api_from_kubeconfig
+from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.client import KubeApi
+from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.connect import api_from_kubeconfig
 from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.errors import ApiError
 
 # (name, replicas, grace period seconds, order, PodDisruptionBudget spec)

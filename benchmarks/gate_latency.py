@@ -63,7 +63,8 @@ sys.path.insert(0, str(cluster_tool.collections_root()))
 from khelpers import OPENSHIFT_MACHINES, fake_node, node_ready, openshift_machine, stop_process
 from rulebook import Rulebook
 
-from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.client import KubeApi, api_from_kubeconfig
+from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.client import KubeApi
+from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.connect import api_from_kubeconfig
 
 OWNER = "bench-gates"
 HOOK = "bench-hook"

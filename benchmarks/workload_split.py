@@ -40,7 +40,8 @@ from faultproxy import FaultProxy, load_kubeconfig
 
 sys.path.insert(0, str(cluster_tool.collections_root()))
 
-from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.client import KubeApi, api_from_kubeconfig
+from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.client import KubeApi
+from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.connect import api_from_kubeconfig
 
 V = "v1beta2"
 CAPI = f"cluster.x-k8s.io/{V}"

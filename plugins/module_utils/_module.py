@@ -22,7 +22,7 @@ from typing import Any
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
 
 from ansible_collections.lifecycle.machine.plugins.module_utils._errors import MachineError
-from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.client import api_from_module
+from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.connect import api_from_module
 from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.errors import ApiError, Cancelled, ConfigError
 from ansible_collections.lifecycle.machine.plugins.module_utils._options.connection import CONNECTION_OPTIONS
 from ansible_collections.lifecycle.machine.plugins.module_utils._timeutil import DURATIONPY_IMPORT_ERROR

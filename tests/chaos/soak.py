@@ -52,7 +52,8 @@ from scenario import CLASS_LABEL, RULES, RUN_LABEL, Scenario, run_seeds
 from timeline import Timeline
 from world import SetupError, World
 
-from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.client import KubeApi, api_from_kubeconfig
+from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.client import KubeApi
+from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.connect import api_from_kubeconfig
 
 PLAYBOOK = REPO / "playbooks" / "delete_machine.yml"
 PROVIDER_TASKS = REPO / "hack" / "demo" / "tasks" / "provider.yml"

@@ -177,7 +177,7 @@ class MachineWatch(threading.Thread):
 
     def __init__(self, kubeconfig: Path, path: str, sides: dict[str, Side], conditions_of, deleting_of):
         super().__init__(daemon=True)
-        from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.client import api_from_kubeconfig  # noqa: PLC0415
+        from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.connect import api_from_kubeconfig  # noqa: PLC0415
 
         self.kube = api_from_kubeconfig(str(kubeconfig))
         self.path, self.sides, self.conditions_of, self.deleting_of = path, sides, conditions_of, deleting_of
@@ -426,7 +426,7 @@ def capi_bed(plane: dict, namespace: str = "conformance") -> CapiBed:
     """The management namespace with two Clusters on the same workload plane: ``real``
     (watched by the manager) and ``twin`` (no watch-filter label: the manager never
     connects to it), each with an active control-plane Machine."""
-    from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.client import api_from_kubeconfig  # noqa: PLC0415
+    from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.connect import api_from_kubeconfig  # noqa: PLC0415
 
     state_dir = Path(plane["state_dir"])
     bed = CapiBed(
@@ -577,7 +577,7 @@ def run_mapi(plane: dict, scenarios: list[Scenario]) -> list[str]:
     MAPI_REAL_NAMESPACE. The collection's twins stop at awaiting_instance_termination;
     the test then deletes each fake instance, as provider tasks would, and runs
     machine_delete again with ``instance_terminated``."""
-    from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.client import api_from_kubeconfig  # noqa: PLC0415
+    from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.connect import api_from_kubeconfig  # noqa: PLC0415
 
     kubeconfig = Path(plane["state_dir"]) / "kubeconfig"
     kube = api_from_kubeconfig(str(kubeconfig))

@@ -51,7 +51,8 @@ from khelpers import (
     wait_for,
 )
 
-from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.client import KubeApi, api_from_kubeconfig
+from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.client import KubeApi
+from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.connect import api_from_kubeconfig
 
 SHARED_STATE_DIR = REPO / ".cluster"
 

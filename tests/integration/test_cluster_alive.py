@@ -13,7 +13,8 @@ import pytest
 from khelpers import wait_for
 
 from ansible_collections.lifecycle.machine.plugins.module_utils._alive import api as alive_api
-from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.client import KubeApi, api_from_kubeconfig
+from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.client import KubeApi
+from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.connect import api_from_kubeconfig
 from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.paths import JSON_PATCH
 
 REPO = Path(__file__).resolve().parents[2]

@@ -40,7 +40,8 @@ from conftest import ansible_env
 from khelpers import stop_process, wait_for
 from rulebook import Rulebook
 
-from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.client import KubeApi, api_from_kubeconfig
+from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.client import KubeApi
+from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.connect import api_from_kubeconfig
 
 pytestmark = [pytest.mark.real_controllers, pytest.mark.slow]
 

@@ -25,7 +25,8 @@ import realctl
 from conftest import REPO, ansible_env, read_audit_log, run_module_with
 from khelpers import wait_for
 
-from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.client import KubeApi, api_from_kubeconfig
+from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.client import KubeApi
+from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.connect import api_from_kubeconfig
 
 pytestmark = [pytest.mark.real_controllers, pytest.mark.slow]
 

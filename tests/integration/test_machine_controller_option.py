@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import pytest
 
-from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.client import api_from_kubeconfig
+from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.connect import api_from_kubeconfig
 
 pytestmark = pytest.mark.slow
 

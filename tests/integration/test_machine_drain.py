@@ -20,7 +20,8 @@ from conftest import REPO, machine_collection
 from khelpers import PodRecorder, capi_path, deployment, pod_is_ready, ready_pods_on, wait_for
 
 from ansible_collections.lifecycle.machine.plugins.module_utils._drain.evictions import TERMINATING_NAMESPACE_MESSAGE
-from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.client import KubeApi, api_from_kubeconfig
+from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.client import KubeApi
+from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.connect import api_from_kubeconfig
 from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.errors import ApiError
 
 GRACE = 2

@@ -13,7 +13,8 @@ from khelpers import drained_status
 
 from ansible_collections.lifecycle.machine.plugins.module_utils._hook.logic import HookRequest
 from ansible_collections.lifecycle.machine.plugins.module_utils._hook.run import manage_hook
-from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.client import KubeApi, api_from_kubeconfig
+from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.client import KubeApi
+from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.connect import api_from_kubeconfig
 
 CAPI_PREFIX = {"preDrain": "pre-drain.delete.hook.machine.cluster.x-k8s.io", "preTerminate": "pre-terminate.delete.hook.machine.cluster.x-k8s.io"}
 

@@ -17,7 +17,8 @@ import pytest
 from conftest import ansible_env, machine_collection
 from khelpers import stop_process, wait_for
 
-from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.client import KubeApi, api_from_kubeconfig
+from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.client import KubeApi
+from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.connect import api_from_kubeconfig
 from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.errors import ApiError
 from ansible_collections.lifecycle.machine.plugins.module_utils._machine.api import write_stage
 from ansible_collections.lifecycle.machine.plugins.module_utils._machine.conditions import STAGE_DRAINED, Stage

@@ -27,7 +27,7 @@ import pytest
 import realctl
 from khelpers import wait_for
 
-from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.client import api_from_kubeconfig
+from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.connect import api_from_kubeconfig
 
 pytestmark = [pytest.mark.real_controllers, pytest.mark.slow]
 

@@ -17,7 +17,8 @@ import pytest
 from conftest import cluster_tool
 from khelpers import CAPI_CLUSTER, wait_for
 
-from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.client import KubeApi, api_from_kubeconfig
+from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.client import KubeApi
+from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.connect import api_from_kubeconfig
 from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.errors import ApiError
 
 KUBE_SYSTEM = "/api/v1/namespaces/kube-system"

@@ -21,7 +21,7 @@ from fault_fixtures import upstream_of
 from faultproxy import FaultProxy
 from khelpers import capi_machine, capi_path, fake_node, node_ready, stop_process, wait_for
 
-from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.client import api_from_kubeconfig
+from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.connect import api_from_kubeconfig
 
 V = "v1beta2"
 

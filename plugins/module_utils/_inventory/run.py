@@ -13,7 +13,8 @@ from typing import Any
 
 from ansible_collections.lifecycle.machine.plugins.module_utils._errors import MachineError
 from ansible_collections.lifecycle.machine.plugins.module_utils._inventory.logic import InventoryConnection, forbidden_warning, workload_cluster
-from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.client import KubeApi, api_from_options
+from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.client import KubeApi
+from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.connect import api_from_options
 from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.errors import ApiError, ConfigError
 from ansible_collections.lifecycle.machine.plugins.module_utils._machine.api import list_machines, namespace_missing
 from ansible_collections.lifecycle.machine.plugins.module_utils._machine.view import describe

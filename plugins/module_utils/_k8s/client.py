@@ -3,7 +3,7 @@
 """The one Kubernetes transport: REST calls with plain dicts in and out.
 
 A :class:`KubeApi` is built from kubernetes.core's client factory
-(:func:`api_from_module`, :func:`api_from_options`), so kubeconfig, context,
+(:mod:`connect`: :func:`connect.api_from_module`, :func:`connect.api_from_options`), so kubeconfig, context,
 host, api_key, certificates, proxy, proxy headers, no_proxy, impersonation
 and the ``K8S_AUTH_*`` environment variables (how AWX injects credentials)
 behave exactly as in kubernetes.core modules. Every request is retried as
@@ -15,58 +15,30 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import socket
 import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
 from typing import Any
-from urllib.parse import urlencode, urlsplit
+from urllib.parse import urlencode
 
+from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.attempts import Attempts, Call, Link
 from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.discovery import Discovery
-from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.errors import ApiError, Cancelled, ConfigError, answer_text, describe_path, http_reason
+from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.errors import (
+    TRANSPORT_ERRORS,
+    ApiError,
+    ApiException,
+    Cancelled,
+    ConnectTimeoutError,
+    exception_reason,
+    http_reason,
+    is_permanent_tls_error,
+    transport_reason,
+)
 from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.paths import MERGE_PATCH
 from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.retry import Failure, RetryPolicy, idempotent, parse_retry_after
 
-try:
-    import kubernetes.client
-    from kubernetes.client.exceptions import ApiException
-    from urllib3.exceptions import ConnectTimeoutError
-    from urllib3.exceptions import HTTPError as Urllib3Error
-
-    HAS_KUBERNETES = True
-except ImportError:  # reported by the module through missing_required_lib
-    HAS_KUBERNETES = False
-
-    class ApiException(Exception):  # type: ignore[no-redef]
-        """Stand-in so this module imports without the kubernetes client."""
-
-        status = 0
-        reason = ""
-        body = None
-        headers = None
-
-    class Urllib3Error(Exception):  # type: ignore[no-redef]
-        """Stand-in."""
-
-    class ConnectTimeoutError(Urllib3Error):  # type: ignore[no-redef]
-        """Stand-in."""
-
-
-try:
-    from ansible_collections.kubernetes.core.plugins.module_utils.k8s.client import get_api_client
-    from ansible_collections.kubernetes.core.plugins.module_utils.k8s.exceptions import CoreException
-except ImportError:  # reported by the module at run time
-    get_api_client = None
-
-    class CoreException(Exception):  # type: ignore[no-redef]
-        """Stand-in."""
-
-
-USER_AGENT = "lifecycle.machine"
-# Evictions of one batch run concurrently: the connection pool holds as many connections.
-POOL_SIZE = 16
 # (connect, read) seconds of one request; a watch reads for its own timeout plus this slack.
 CONNECT_TIMEOUT = 10.0
 READ_TIMEOUT = 60.0
@@ -74,122 +46,6 @@ WATCH_SLACK = 10.0
 # A run that has never reached the server (a mistyped host, nothing listening)
 # stops retrying sooner than one that lost a server it was talking to.
 FIRST_CONTACT_BUDGET = 10.0
-# kubernetes.core's client factory asks for /version with no timeout of its own: it is given up after this.
-FIRST_ANSWER_TIMEOUT = CONNECT_TIMEOUT + FIRST_CONTACT_BUDGET
-
-_TRANSPORT_ERRORS: tuple[type[BaseException], ...] = (Urllib3Error, OSError)
-
-
-def _is_permanent_tls_error(text: str) -> bool:
-    lowered = text.lower()
-    return "certificate verify failed" in lowered or ("hostname" in lowered and "match" in lowered) or _not_tls(text)
-
-
-class _Call:
-    """One request as sent: method, path, query parameters, body and its content type."""
-
-    __slots__ = ("body", "content_type", "method", "params", "path")
-
-    def __init__(self, method: str, path: str, params: list, body: Any, content_type: str | None):
-        self.method = method
-        self.path = path
-        self.params = params
-        self.body = body
-        self.content_type = content_type
-
-
-class _Attempts:
-    """The attempts of one request: counts them, and after a failure either
-    waits and lets the caller send again, or raises the error."""
-
-    def __init__(self, api: KubeApi, call: _Call, *, repeatable: bool, throttle: bool = True, verify: Callable[[], Any] | None = None):
-        self.api = api
-        self.call = call
-        self.repeatable = repeatable
-        self.throttle = throttle
-        self.verify = verify
-        self.started = api._clock()
-        self.count = 0
-        self.ambiguous = False
-        self.renewed = False
-
-    def start(self) -> None:
-        api = self.api
-        if api.cancelled:
-            raise Cancelled(f"the run was cancelled before {self.call.method} {describe_path(self.call.path)}")
-        self.count += 1
-        self.generation = api._link.generation
-        with api._lock:
-            api.request_count += 1
-
-    def failed(self, failure: Failure, data: Any) -> Any:
-        """Wait before the next attempt (returning None), return what ``verify``
-        found when an earlier attempt took effect, or raise the ApiError."""
-        api = self.api
-        if failure.status == 401 and not self.renewed and api._link.renew(self.generation):
-            # The connection's credentials were read again (a rotated kubeconfig Secret): send once more.
-            self.renewed = True
-            return None
-        if not api.policy.retryable(failure, idempotent=self.repeatable, throttle=self.throttle, verifiable=self.verify is not None):
-            raise self.error(failure, data)
-        wait = api.policy.delay(self.count - 1, failure.retry_after)
-        if api._clock() + wait >= api._window_end(self.started):
-            raise self.error(failure, data, out_of_time=api.deadline is not None and api._clock() + wait >= api.deadline)
-        with api._lock:  # concurrent requests (a batch of evictions) share the counter
-            api.retries[_retry_label(failure)] += 1
-        self.ambiguous = self.ambiguous or failure.may_be_applied
-        api.sleep(wait)
-        if failure.may_be_applied and self.verify is not None:
-            return self.verify()
-        return None
-
-    def error(self, failure: Failure, data: Any, out_of_time: bool = False) -> ApiError:
-        return ApiError(
-            failure.status,
-            failure.reason,
-            _json_body(data),
-            self.call.method,
-            self.call.path,
-            retry_after=failure.retry_after,
-            attempts=self.count,
-            after_ambiguous=self.ambiguous,
-            elapsed=self.api._clock() - self.started,
-            out_of_time=out_of_time,
-            cluster=self.api.label,
-        )
-
-
-class _Link:
-    """The ApiClient a KubeApi (and every fork of it) sends through, and how to
-    make a new one when the server stops accepting its credentials.
-
-    ``renew()`` returns a fresh ApiClient (say, from a kubeconfig Secret read
-    again after a rotation) or None. It is asked at most once per generation of
-    the link: the requests that failed with the old credentials all send once
-    more with the new ones, and the Secret is read once, not once per request.
-    """
-
-    def __init__(self, api_client: Any, renew: Callable[[], Any] | None = None):
-        self.client = api_client
-        self._renew = renew
-        self._lock = threading.Lock()
-        self.generation = 0
-
-    def renew(self, generation: int) -> bool:
-        """After a 401 on a request sent with ``generation``: True when the request
-        should be sent again (the credentials are new, or were renewed meanwhile)."""
-        if self._renew is None:
-            return False
-        with self._lock:
-            if self.generation != generation:
-                return True
-            fresh = self._renew()
-            self._renew = None  # once per run: a second 401 is the answer
-            if fresh is None:
-                return False
-            self.client = fresh
-            self.generation += 1
-            return True
 
 
 class KubeApi:
@@ -213,7 +69,7 @@ class KubeApi:
         label: str = "",
         renew: Callable[[], Any] | None = None,
     ):
-        self._link = _Link(api_client, renew)
+        self._link = Link(api_client, renew)
         # Names the server in messages when it is not the task's own ("the workload cluster ns/c1").
         self.label = label
         self._deadline_from: KubeApi | None = None
@@ -349,8 +205,8 @@ class KubeApi:
         if path.endswith("/eviction"):
             # An eviction's 429 is a PodDisruptionBudget refusing it: the drain's business, never retried here.
             throttle = False
-        call = _Call(method, path, [(k, v) for k, v in (query or {}).items() if v is not None and v != ""], body, content_type)
-        attempts = _Attempts(self, call, repeatable=idempotent(method, body, content_type) if retry is None else retry, throttle=throttle, verify=verify)
+        call = Call(method, path, [(k, v) for k, v in (query or {}).items() if v is not None and v != ""], body, content_type)
+        attempts = Attempts(self, call, repeatable=idempotent(method, body, content_type) if retry is None else retry, throttle=throttle, verify=verify)
         while True:
             attempts.start()
             failure, data = self._exchange(call, self._timeout(timeout))
@@ -360,7 +216,7 @@ class KubeApi:
             if outcome is not None:
                 return outcome
 
-    def _exchange(self, call: _Call, timeout: tuple[float, float]) -> tuple[Failure | None, Any]:
+    def _exchange(self, call: Call, timeout: tuple[float, float]) -> tuple[Failure | None, Any]:
         """One HTTP exchange: (None, body) on success, else (the failure, its body)."""
         try:
             response = self._open(call, timeout)
@@ -368,7 +224,7 @@ class KubeApi:
                 status, data, headers = response.status, response.data, response.headers
             finally:
                 response.release_conn()
-        except (*_TRANSPORT_ERRORS, ApiException) as exc:
+        except (*TRANSPORT_ERRORS, ApiException) as exc:
             return self._raised(call, exc, timeout)
         return self._answer(status, data, headers)
 
@@ -377,12 +233,12 @@ class KubeApi:
         """The API server's URL, for messages."""
         return str(getattr(getattr(self._api_client, "configuration", None), "host", "") or "")
 
-    def _raised(self, call: _Call, exc: BaseException, timeout: tuple[float, float] = (CONNECT_TIMEOUT, READ_TIMEOUT)) -> tuple[Failure | None, Any]:
+    def _raised(self, call: Call, exc: BaseException, timeout: tuple[float, float] = (CONNECT_TIMEOUT, READ_TIMEOUT)) -> tuple[Failure | None, Any]:
         """What the client raising ``exc`` means: no answer (status 0; raises
         at once for a certificate the server cannot be trusted with), or the
         answer the client turned into an ApiException."""
         if not isinstance(exc, ApiException):
-            reason = _transport_reason(exc)
+            reason = transport_reason(exc)
             if reason.startswith("timed out"):
                 # Name the server and the limit: a silent server must be told from a slow one.
                 which, seconds = ("connect", timeout[0]) if isinstance(exc, ConnectTimeoutError) else ("read", timeout[1])
@@ -393,8 +249,8 @@ class KubeApi:
         if exc.status:
             return self._answer(exc.status, exc.body, getattr(exc, "headers", None) or {})
         raw = str(exc.reason or exc)
-        reason = _exception_reason(exc, self.server)
-        if _is_permanent_tls_error(raw):
+        reason = exception_reason(exc, self.server)
+        if is_permanent_tls_error(raw):
             raise ApiError(0, reason, None, call.method, call.path, cluster=self.label) from None
         return Failure(0, reason, sent=not raw.startswith("SSLError")), None
 
@@ -424,7 +280,7 @@ class KubeApi:
             read = min(read, max(5.0, self.deadline - self._clock()))
         return (CONNECT_TIMEOUT, read)
 
-    def _open(self, call: _Call, timeout: Any) -> Any:
+    def _open(self, call: Call, timeout: Any) -> Any:
         """Start one HTTP exchange through the kubernetes client (auth, TLS,
         proxy, default headers); returns the urllib3 response, body unread.
 
@@ -480,7 +336,7 @@ class KubeApi:
             "timeoutSeconds": timeout,
             "allowWatchBookmarks": "true" if bookmarks else None,
         }
-        call = _Call("GET", path, [(k, v) for k, v in query.items() if v is not None and v != ""], None, None)
+        call = Call("GET", path, [(k, v) for k, v in query.items() if v is not None and v != ""], None, None)
         response = self._open_watch(call, timeout)
         with self._streams_lock:
             self._streams.add(response)
@@ -496,8 +352,8 @@ class KubeApi:
                         line, buffer = buffer.split(b"\n", 1)
                         if line.strip():
                             yield json.loads(line)
-            except (*_TRANSPORT_ERRORS, ValueError) as exc:
-                raise ApiError(0, f"watch stream broken: {_transport_reason(exc)}", None, "GET", path, cluster=self.label) from None
+            except (*TRANSPORT_ERRORS, ValueError) as exc:
+                raise ApiError(0, f"watch stream broken: {transport_reason(exc)}", None, "GET", path, cluster=self.label) from None
             finished = True
         finally:
             if not finished:
@@ -507,13 +363,13 @@ class KubeApi:
             with self._streams_lock:
                 self._streams.discard(response)
 
-    def _open_watch(self, call: _Call, timeout: int) -> Any:
-        attempts = _Attempts(self, call, repeatable=True)
+    def _open_watch(self, call: Call, timeout: int) -> Any:
+        attempts = Attempts(self, call, repeatable=True)
         while True:
             attempts.start()
             try:
                 response = self._open(call, (CONNECT_TIMEOUT, timeout + WATCH_SLACK))
-            except (*_TRANSPORT_ERRORS, ApiException) as exc:
+            except (*TRANSPORT_ERRORS, ApiException) as exc:
                 failure, data = self._raised(call, exc, (CONNECT_TIMEOUT, timeout + WATCH_SLACK))
             else:
                 if 200 <= response.status <= 299:
@@ -635,258 +491,3 @@ def _header(headers: Any, name: str) -> str | None:
         return headers.get(name)
     except AttributeError:
         return None
-
-
-def _transport_reason(exc: BaseException) -> str:
-    """A short, readable reason for a failure without an HTTP answer."""
-    reason = getattr(exc, "reason", None)
-    if isinstance(reason, BaseException):
-        exc = reason
-    text = str(exc)
-    if isinstance(exc, ConnectTimeoutError) and "refused" in text.lower():
-        return "connection refused"
-    for marker, label in (("RemoteDisconnected", "connection closed by the server"), ("reset", "connection reset"), ("timed out", "timed out")):
-        if marker in text:
-            return f"{label} ({type(exc).__name__})"
-    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
-
-
-def _retry_label(failure: Failure) -> str:
-    if failure.status:
-        return f"{failure.status} {failure.reason}".strip()
-    return failure.reason.split(" (", 1)[0]
-
-
-# ---------------------------------------------------------------------------
-# Building a KubeApi
-
-
-def _from_factory(
-    factory: Callable[[], Any],
-    *,
-    policy: RetryPolicy | None = None,
-    user_agent: str = USER_AGENT,
-    settings: Callable[[], tuple[str, str]] = lambda: ("", ""),
-    host: Callable[[], str] = lambda: "",
-    clock: Callable[[], float] = time.monotonic,
-    sleep: Callable[[float], None] = time.sleep,
-) -> KubeApi:
-    """Build a KubeApi from kubernetes.core's client factory.
-
-    The factory reads every connection option and ``K8S_AUTH_*`` variable,
-    builds the Configuration (proxy, no_proxy, CA, client certificates, token
-    refresh hooks) and sets the impersonation headers on its ApiClient. The
-    transport keeps all of it: it sends through an ApiClient of the same
-    Configuration carrying the same default headers, with a larger connection
-    pool and without urllib3's own retries (the policy here decides).
-    The factory's discovery requests are retried like any other read.
-
-    The factory asks the server for ``/version`` without any timeout, so it
-    runs in a thread of its own that is given up after :data:`FIRST_ANSWER_TIMEOUT`:
-    a server that accepts the connection and never answers must not hang the
-    task. ``settings()`` names the kubeconfig and the server for messages;
-    ``host()`` is the server given explicitly (option or ``K8S_AUTH_HOST``), if any.
-    The time a failure reports is measured on ``clock``, pauses included.
-    """
-    policy = policy or RetryPolicy()
-    started = clock()
-    attempt = 0
-    while True:
-        attempt += 1
-        try:
-            k8s_client = _call_bounded(factory, FIRST_ANSWER_TIMEOUT)
-            break
-        except TimeoutError:
-            kubeconfig, server = settings()
-            reason = f"no answer from {server or 'the API server'} within {FIRST_ANSWER_TIMEOUT:g} s (it accepts connections but does not answer)"
-            # The factory reads /version, /api and /apis: which of them hangs is not known here.
-            raise ApiError(0, reason, None, attempts=attempt, elapsed=clock() - started) from None
-        except (ApiException, *_TRANSPORT_ERRORS) as exc:
-            status = getattr(exc, "status", 0) or 0
-            body = _json_body(getattr(exc, "body", None))
-            failure = Failure(status, _exception_reason(exc, settings()[1]), sent=False)
-            if _is_permanent_tls_error(failure.reason):
-                raise ApiError(0, failure.reason, None, "GET", "/version", attempts=attempt, elapsed=clock() - started) from None
-            if status and not policy.retryable(failure, idempotent=True):
-                raise ApiError(status, http_reason(status), body, "GET", "/version", attempts=attempt, elapsed=clock() - started) from None
-            wait = policy.delay(attempt - 1)
-            if clock() + wait >= started + min(policy.budget, FIRST_CONTACT_BUDGET):
-                raise ApiError(status, failure.reason, body, "GET", "/version", attempts=attempt, elapsed=clock() - started) from None
-            sleep(wait)
-        except CoreException:
-            raise  # kubernetes.core's own message for settings it cannot use
-        except Exception as exc:  # the kubernetes client's errors for a file that is not a kubeconfig
-            kubeconfig, _server = settings()
-            raise ConfigError(f"Cannot use the kubeconfig {kubeconfig or '(none given)'}: it is not a kubeconfig ({_error_text(exc)})") from None
-    configuration = k8s_client.configuration
-    _keep_host(configuration, host())
-    configuration.connection_pool_maxsize = max(POOL_SIZE, configuration.connection_pool_maxsize or 0)
-    configuration.retries = False
-    factory_client = k8s_client.client.client
-    api_client = kubernetes.client.ApiClient(configuration)
-    # Impersonate-User and every Impersonate-Group header (one dict key per group).
-    for name, value in factory_client.default_headers.items():
-        api_client.default_headers[name] = value
-    api_client.user_agent = user_agent
-    return KubeApi(api_client, policy=policy, clock=clock)
-
-
-def _keep_host(configuration: Any, host: str) -> None:
-    """Keep the server kubernetes.core chose (the ``host`` option over the kubeconfig's).
-
-    The kubeconfig loader's token refresh hook, run before every request, sets
-    the host back to the kubeconfig's server (and installs itself again): ``host``
-    was silently ignored from the second request on, and the task talked to the
-    kubeconfig's cluster instead of the one it was given.
-    """
-    hook = getattr(configuration, "refresh_api_key_hook", None)
-    if hook is None or not host:
-        return
-    configuration.host = host
-    inner = hook
-
-    def refresh(target: Any) -> None:
-        nonlocal inner
-        inner(target)
-        if target.refresh_api_key_hook is not refresh:  # the loader installs a new hook each time it runs
-            inner, target.refresh_api_key_hook = target.refresh_api_key_hook, refresh
-        target.host = host
-
-    configuration.refresh_api_key_hook = refresh
-
-
-def _call_bounded(function: Callable[[], Any], timeout: float) -> Any:
-    """``function()``, in a daemon thread given up (TimeoutError) after ``timeout`` seconds.
-
-    A thread given up stays blocked on its socket until the process ends; the
-    module ends with the failure at once, so nothing waits for it.
-    """
-    outcome: dict[str, Any] = {}
-
-    def target() -> None:
-        try:
-            outcome["value"] = function()
-        except BaseException as exc:  # re-raised in the caller's thread
-            outcome["error"] = exc
-
-    thread = threading.Thread(target=target, name="lifecycle-machine-connect", daemon=True)
-    thread.start()
-    thread.join(timeout)
-    if thread.is_alive():
-        raise TimeoutError
-    if "error" in outcome:
-        raise outcome["error"]
-    return outcome["value"]
-
-
-def _error_text(exc: BaseException) -> str:
-    text = " ".join(str(exc).split())
-    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
-
-
-def _exception_reason(exc: BaseException, server: str) -> str:
-    """Why a request raised: every line of the client's reason (the first is often
-    only ``SSLError``), and what a TLS handshake answered in plain HTTP means."""
-    if isinstance(exc, ApiException):
-        reason = " ".join(str(exc.reason or exc).split()) or "no answer"
-        reason = reason.removeprefix("SSLError ").strip() if reason.startswith("SSLError ") else reason
-    else:
-        reason = _transport_reason(exc)
-    if _not_tls(reason) and server.startswith("https://"):
-        answer = _plain_http_answer(server)
-        said = f"; it answered: {answer}" if answer else ""
-        reason = f"{reason}: the server at {server} does not speak TLS on that port (is it plain HTTP, http://?){said}"
-    return reason
-
-
-def _not_tls(reason: str) -> bool:
-    lowered = reason.lower()
-    return "wrong version number" in lowered or "record layer failure" in lowered or "packet length too long" in lowered
-
-
-def _plain_http_answer(server: str) -> str:
-    """The first line and text of what a server that does not speak TLS answers a plain HTTP request ("" if nothing)."""
-    parsed = urlsplit(server)
-    try:
-        with socket.create_connection((parsed.hostname or "", parsed.port or 443), timeout=CONNECT_TIMEOUT) as sock:
-            sock.settimeout(CONNECT_TIMEOUT)
-            sock.sendall(f"GET /version HTTP/1.0\r\nHost: {parsed.netloc}\r\n\r\n".encode())
-            data = b""
-            while len(data) < 4096:
-                chunk = sock.recv(4096)
-                if not chunk:
-                    break
-                data += chunk
-    except OSError:
-        return ""
-    head, _sep, text = data.partition(b"\r\n\r\n")
-    status_line = head.split(b"\r\n", 1)[0]
-    return answer_text(b" ".join(part for part in (status_line, text) if part))
-
-
-def _json_body(data: Any) -> Any:
-    """The parsed answer; the raw text when it is not JSON (ApiError quotes it)."""
-    try:
-        return json.loads(data) if data else None
-    except (TypeError, ValueError):
-        return data if isinstance(data, (str, bytes)) else None
-
-
-def api_from_module(module: Any, **kwargs: Any) -> KubeApi:
-    """The transport for a module, from its kubernetes.core connection options."""
-    return _from_factory(lambda: get_api_client(module=module), settings=lambda: _settings(module.params), host=lambda: _host(module.params), **kwargs)
-
-
-def api_from_options(*, policy: RetryPolicy | None = None, user_agent: str = USER_AGENT, **options: Any) -> KubeApi:
-    """The transport from kubernetes.core connection options given as keywords
-    (``kubeconfig``, ``context``, ``host``, ``api_key``, ``validate_certs``,
-    ``impersonate_user``, ...); unset ones come from ``K8S_AUTH_*`` variables,
-    then the default kubeconfig or the in-cluster service account."""
-    options = {key: value for key, value in options.items() if value is not None}
-    return _from_factory(
-        lambda: get_api_client(**options), policy=policy, user_agent=user_agent, settings=lambda: _settings(options), host=lambda: _host(options)
-    )
-
-
-def _host(options: dict) -> str:
-    """The server given explicitly, as kubernetes.core reads it (option, then ``K8S_AUTH_HOST``); "" when none is."""
-    return str(options.get("host") or os.environ.get("K8S_AUTH_HOST") or "").rstrip("/")
-
-
-def _settings(options: dict) -> tuple[str, str]:
-    """(the kubeconfig, the server) the connection options lead to, for messages;
-    as kubernetes.core reads them: options, then ``K8S_AUTH_*``, then ``KUBECONFIG``."""
-    kubeconfig = options.get("kubeconfig") or os.environ.get("K8S_AUTH_KUBECONFIG") or os.environ.get("KUBECONFIG") or "~/.kube/config"
-    if isinstance(kubeconfig, dict):
-        kubeconfig = "given as a mapping"
-    server = options.get("host") or os.environ.get("K8S_AUTH_HOST") or ""
-    if not server and HAS_KUBERNETES:
-        # load_kube_config made the kubeconfig's cluster the default configuration before the factory sent anything.
-        with contextlib.suppress(Exception):
-            server = kubernetes.client.Configuration.get_default_copy().host or ""
-    return str(kubeconfig), str(server)
-
-
-def client_from_kubeconfig(kubeconfig: dict | str, context: str | None = None, *, user_agent: str = USER_AGENT) -> Any:
-    """An ApiClient for the cluster a kubeconfig (a mapping, or a file's path) names,
-    made without touching the kubernetes client's default configuration, which
-    the task's own connection uses (a run may talk to several clusters)."""
-    configuration = kubernetes.client.Configuration()
-    try:
-        if isinstance(kubeconfig, dict):
-            kubernetes.config.load_kube_config_from_dict(kubeconfig, context=context, client_configuration=configuration, persist_config=False)
-        else:
-            path = os.path.expanduser(kubeconfig)
-            kubernetes.config.load_kube_config(config_file=path, context=context, client_configuration=configuration, persist_config=False)
-    except Exception as exc:  # the loader's ConfigException, and its errors for what is not a kubeconfig
-        raise ConfigError(_error_text(exc)) from None
-    configuration.connection_pool_maxsize = max(POOL_SIZE, configuration.connection_pool_maxsize or 0)
-    configuration.retries = False
-    api_client = kubernetes.client.ApiClient(configuration)
-    api_client.user_agent = user_agent
-    return api_client
-
-
-def api_from_kubeconfig(path: str, context: str | None = None, **kwargs: Any) -> KubeApi:
-    """The transport from a kubeconfig file (tests, benchmarks, the demo, scripts)."""
-    return api_from_options(kubeconfig=path, context=context, **kwargs)

@@ -1,10 +1,41 @@
 # Copyright: lifecycle.machine contributors
 # Apache License 2.0 (see LICENSE)
-"""Errors of the transport, and how an API path is named in messages."""
+"""Errors of the transport, and how they read: an API path named in messages,
+what the kubernetes client's exceptions mean (a refused connection, a TLS
+handshake answered in plain HTTP, a certificate that cannot be trusted)."""
 
 from __future__ import annotations
 
+import json
+import socket
 from typing import Any
+from urllib.parse import urlsplit
+
+try:
+    from kubernetes.client.exceptions import ApiException
+    from urllib3.exceptions import ConnectTimeoutError
+    from urllib3.exceptions import HTTPError as Urllib3Error
+except ImportError:  # reported by the module through missing_required_lib
+
+    class ApiException(Exception):  # type: ignore[no-redef]
+        """Stand-in so the transport imports without the kubernetes client."""
+
+        status = 0
+        reason = ""
+        body = None
+        headers = None
+
+    class Urllib3Error(Exception):  # type: ignore[no-redef]
+        """Stand-in."""
+
+    class ConnectTimeoutError(Urllib3Error):  # type: ignore[no-redef]
+        """Stand-in."""
+
+
+# What the client raises when no answer came at all.
+TRANSPORT_ERRORS: tuple[type[BaseException], ...] = (Urllib3Error, OSError)
+# How long the plain-HTTP probe of a server that does not speak TLS waits.
+PROBE_TIMEOUT = 10.0
 
 # Kinds of the resources the collection touches, for messages ("Pod ns/name").
 KINDS = {
@@ -82,6 +113,83 @@ def answer_text(body: Any) -> str:
         return ""
     text = " ".join(body.split())
     return text if len(text) <= ANSWER_TEXT_LIMIT else text[: ANSWER_TEXT_LIMIT - 3] + "..."
+
+
+# -- what the kubernetes client's exceptions mean ------------------------------------
+
+
+def is_permanent_tls_error(text: str) -> bool:
+    """A TLS failure that no retry mends: an untrusted certificate, a wrong host name, a server without TLS."""
+    lowered = text.lower()
+    return "certificate verify failed" in lowered or ("hostname" in lowered and "match" in lowered) or not_tls(text)
+
+
+def transport_reason(exc: BaseException) -> str:
+    """A short, readable reason for a failure without an HTTP answer."""
+    reason = getattr(exc, "reason", None)
+    if isinstance(reason, BaseException):
+        exc = reason
+    text = str(exc)
+    if isinstance(exc, ConnectTimeoutError) and "refused" in text.lower():
+        return "connection refused"
+    for marker, label in (("RemoteDisconnected", "connection closed by the server"), ("reset", "connection reset"), ("timed out", "timed out")):
+        if marker in text:
+            return f"{label} ({type(exc).__name__})"
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def error_text(exc: BaseException) -> str:
+    """``ValueError: the text``, on one line."""
+    text = " ".join(str(exc).split())
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def exception_reason(exc: BaseException, server: str) -> str:
+    """Why a request raised: every line of the client's reason (the first is often
+    only ``SSLError``), and what a TLS handshake answered in plain HTTP means."""
+    if isinstance(exc, ApiException):
+        reason = " ".join(str(exc.reason or exc).split()) or "no answer"
+        reason = reason.removeprefix("SSLError ").strip() if reason.startswith("SSLError ") else reason
+    else:
+        reason = transport_reason(exc)
+    if not_tls(reason) and server.startswith("https://"):
+        answer = plain_http_answer(server)
+        said = f"; it answered: {answer}" if answer else ""
+        reason = f"{reason}: the server at {server} does not speak TLS on that port (is it plain HTTP, http://?){said}"
+    return reason
+
+
+def not_tls(reason: str) -> bool:
+    lowered = reason.lower()
+    return "wrong version number" in lowered or "record layer failure" in lowered or "packet length too long" in lowered
+
+
+def plain_http_answer(server: str) -> str:
+    """The first line and text of what a server that does not speak TLS answers a plain HTTP request ("" if nothing)."""
+    parsed = urlsplit(server)
+    try:
+        with socket.create_connection((parsed.hostname or "", parsed.port or 443), timeout=PROBE_TIMEOUT) as sock:
+            sock.settimeout(PROBE_TIMEOUT)
+            sock.sendall(f"GET /version HTTP/1.0\r\nHost: {parsed.netloc}\r\n\r\n".encode())
+            data = b""
+            while len(data) < 4096:
+                chunk = sock.recv(4096)
+                if not chunk:
+                    break
+                data += chunk
+    except OSError:
+        return ""
+    head, _sep, text = data.partition(b"\r\n\r\n")
+    status_line = head.split(b"\r\n", 1)[0]
+    return answer_text(b" ".join(part for part in (status_line, text) if part))
+
+
+def json_body(data: Any) -> Any:
+    """The parsed answer; the raw text when it is not JSON (ApiError quotes it)."""
+    try:
+        return json.loads(data) if data else None
+    except (TypeError, ValueError):
+        return data if isinstance(data, (str, bytes)) else None
 
 
 class ConfigError(Exception):

@@ -16,7 +16,8 @@ from __future__ import annotations
 from typing import Any
 
 from ansible_collections.lifecycle.machine.plugins.module_utils._errors import MachineError
-from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.client import KubeApi, client_from_kubeconfig
+from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.client import KubeApi
+from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.connect import client_from_kubeconfig
 from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.errors import ApiError, ConfigError
 from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.paths import resource_path
 from ansible_collections.lifecycle.machine.plugins.module_utils._machine.flavour import Flavour, flavour_for, machine_label

@@ -1,4 +1,4 @@
-"""Building the transport from kubernetes.core's client factory (``_k8s/client.py``
+"""Building the transport from kubernetes.core's client factory (``_k8s/connect.py``
 ``_from_factory``): the time a failure reports is the real time on the
 transport's clock, a factory that never returns is given up on, and a file
 that is not a kubeconfig is named. That a real silent server, a plain HTTP
@@ -12,8 +12,9 @@ import threading
 import pytest
 from fake_api_client import FakeClock, refused, ssl_error
 
-from ansible_collections.lifecycle.machine.plugins.module_utils._k8s import client as client_module
-from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.client import FIRST_CONTACT_BUDGET, _from_factory, _keep_host
+from ansible_collections.lifecycle.machine.plugins.module_utils._k8s import connect as connect_module
+from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.client import FIRST_CONTACT_BUDGET
+from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.connect import _from_factory, _keep_host
 from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.errors import ApiError, ConfigError
 from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.retry import RetryPolicy
 
@@ -39,7 +40,7 @@ def test_giving_up_reports_the_time_spent_including_the_pauses() -> None:
 
 
 def test_a_factory_that_never_returns_is_given_up_on_naming_the_server(monkeypatch) -> None:
-    monkeypatch.setattr(client_module, "FIRST_ANSWER_TIMEOUT", 0.2)
+    monkeypatch.setattr(connect_module, "FIRST_ANSWER_TIMEOUT", 0.2)
     release = threading.Event()
     try:
         with pytest.raises(ApiError) as caught:

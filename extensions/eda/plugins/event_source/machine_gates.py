@@ -162,7 +162,7 @@ _importable()
 from ansible_collections.lifecycle.machine.plugins.module_utils._errors import MachineError
 from ansible_collections.lifecycle.machine.plugins.module_utils._gates.logic import POINTS, GateSourceRequest
 from ansible_collections.lifecycle.machine.plugins.module_utils._gates.run import GateSource
-from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.client import api_from_options
+from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.connect import api_from_options
 from ansible_collections.lifecycle.machine.plugins.module_utils._options.connection import CONNECTION_OPTIONS
 
 

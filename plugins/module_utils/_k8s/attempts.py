@@ -1,0 +1,132 @@
+# Copyright: lifecycle.machine contributors
+# Apache License 2.0 (see LICENSE)
+"""How one request of a :class:`client.KubeApi` is sent again: its attempts,
+counted and paused as the retry policy (:mod:`retry`) says, never past the
+task's deadline; and the credentials they send with (:class:`Link`), read again
+once after a 401.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.errors import ApiError, Cancelled, describe_path, json_body
+from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.retry import Failure
+
+if TYPE_CHECKING:
+    from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.client import KubeApi
+
+
+class Call:
+    """One request as sent: method, path, query parameters, body and its content type."""
+
+    __slots__ = ("body", "content_type", "method", "params", "path")
+
+    def __init__(self, method: str, path: str, params: list, body: Any, content_type: str | None):
+        self.method = method
+        self.path = path
+        self.params = params
+        self.body = body
+        self.content_type = content_type
+
+
+class Attempts:
+    """The attempts of one request: counts them, and after a failure either
+    waits and lets the caller send again, or raises the error."""
+
+    def __init__(self, api: KubeApi, call: Call, *, repeatable: bool, throttle: bool = True, verify: Callable[[], Any] | None = None):
+        self.api = api
+        self.call = call
+        self.repeatable = repeatable
+        self.throttle = throttle
+        self.verify = verify
+        self.started = api.monotonic()
+        self.count = 0
+        self.ambiguous = False
+        self.renewed = False
+
+    def start(self) -> None:
+        api = self.api
+        if api.cancelled:
+            raise Cancelled(f"the run was cancelled before {self.call.method} {describe_path(self.call.path)}")
+        self.count += 1
+        self.generation = api._link.generation
+        with api._lock:
+            api.request_count += 1
+
+    def failed(self, failure: Failure, data: Any) -> Any:
+        """Wait before the next attempt (returning None), return what ``verify``
+        found when an earlier attempt took effect, or raise the ApiError."""
+        api = self.api
+        if failure.status == 401 and not self.renewed and api._link.renew(self.generation):
+            # The connection's credentials were read again (a rotated kubeconfig Secret): send once more.
+            self.renewed = True
+            return None
+        if not api.policy.retryable(failure, idempotent=self.repeatable, throttle=self.throttle, verifiable=self.verify is not None):
+            raise self.error(failure, data)
+        wait = api.policy.delay(self.count - 1, failure.retry_after)
+        if api.monotonic() + wait >= api._window_end(self.started):
+            raise self.error(failure, data, out_of_time=api.deadline is not None and api.monotonic() + wait >= api.deadline)
+        with api._lock:  # concurrent requests (a batch of evictions) share the counter
+            api.retries[retry_label(failure)] += 1
+        self.ambiguous = self.ambiguous or failure.may_be_applied
+        api.sleep(wait)
+        if failure.may_be_applied and self.verify is not None:
+            return self.verify()
+        return None
+
+    def error(self, failure: Failure, data: Any, out_of_time: bool = False) -> ApiError:
+        return ApiError(
+            failure.status,
+            failure.reason,
+            json_body(data),
+            self.call.method,
+            self.call.path,
+            retry_after=failure.retry_after,
+            attempts=self.count,
+            after_ambiguous=self.ambiguous,
+            elapsed=self.api.monotonic() - self.started,
+            out_of_time=out_of_time,
+            cluster=self.api.label,
+        )
+
+
+class Link:
+    """The ApiClient a KubeApi (and every fork of it) sends through, and how to
+    make a new one when the server stops accepting its credentials.
+
+    ``renew()`` returns a fresh ApiClient (say, from a kubeconfig Secret read
+    again after a rotation) or None. It is asked at most once per generation of
+    the link: the requests that failed with the old credentials all send once
+    more with the new ones, and the Secret is read once, not once per request.
+    """
+
+    def __init__(self, api_client: Any, renew: Callable[[], Any] | None = None):
+        self.client = api_client
+        self._renew = renew
+        self._lock = threading.Lock()
+        self.generation = 0
+
+    def renew(self, generation: int) -> bool:
+        """After a 401 on a request sent with ``generation``: True when the request
+        should be sent again (the credentials are new, or were renewed meanwhile)."""
+        if self._renew is None:
+            return False
+        with self._lock:
+            if self.generation != generation:
+                return True
+            fresh = self._renew()
+            self._renew = None  # once per run: a second 401 is the answer
+            if fresh is None:
+                return False
+            self.client = fresh
+            self.generation += 1
+            return True
+
+
+def retry_label(failure: Failure) -> str:
+    if failure.status:
+        return f"{failure.status} {failure.reason}".strip()
+    return failure.reason.split(" (", 1)[0]
