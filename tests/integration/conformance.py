@@ -74,6 +74,7 @@ class Side:
     before: set = field(default_factory=set)  # conditions and Events from before the deletion
     audit: Path | None = None  # of the API server that holds the Node and Pods
     seen_at: float = 0.0  # when a scenario action first saw what it waits for
+    notes: dict[str, float] = field(default_factory=dict)  # when a scenario action first saw each thing it waits for
     error: str = ""
 
     @property
@@ -104,6 +105,17 @@ class Scenario:
     expected: dict[str, str] = field(default_factory=dict)
     tolerated: dict[str, str] = field(default_factory=dict)  # may differ (timing), with the reason
     node_deletion_timeout: int = 10
+    # Cluster API only. ``provisioned``: False leaves the InfraMachine unprovisioned, so no
+    # controller ever sets the Machine's spec.providerID or status.nodeRef (the twin gets no
+    # nodeRef either); ``node_matches_infra``: False gives the Node another providerID than
+    # the InfraMachine's; ``before_delete(kube, workload, side)``: once both Machines are
+    # set up and just before they are deleted (the twin then starts again from the
+    # conditions the manager recorded); ``measure(evictions)``: extra observation keys
+    # from a side's eviction requests (audit events, oldest first).
+    provisioned: bool = True
+    node_matches_infra: bool = True
+    before_delete: Callable[[KubeApi, KubeApi, Side], None] | None = None
+    measure: Callable[[list[dict]], dict] | None = None
 
 
 # ---------------------------------------------------------------------------
@@ -269,6 +281,7 @@ def observation(side: Side, scenario: Scenario, audit: Path, events: list[tuple[
         "conditions": sorted(set(side.conditions) - side.before),
         "Events": sorted(set(events) - side.before),
         "_deleting": [reason for reason, _message in side.deleting],
+        **(scenario.measure(evicted) if scenario.measure else {}),
     }
 
 
@@ -471,16 +484,18 @@ def capi_side(bed: CapiBed, scenario: Scenario, role: str) -> Side:
     objects[1]["metadata"]["labels"][SCENARIO_LABEL] = scenario.name
     for body in objects:
         realctl.create(bed.kube, body)
-    bed.kube.patch(
-        f"/apis/infrastructure.cluster.x-k8s.io/v1beta1/namespaces/{bed.namespace}/fakemachines/{name}",
-        controllers.FAKE_MACHINE_PROVISIONED,
-        subresource_status=True,
-    )
-    make_node(bed.workload, side.node, provider_id, unreachable=scenario.unreachable)
+    if scenario.provisioned:
+        bed.kube.patch(
+            f"/apis/infrastructure.cluster.x-k8s.io/v1beta1/namespaces/{bed.namespace}/fakemachines/{name}",
+            controllers.FAKE_MACHINE_PROVISIONED,
+            subresource_status=True,
+        )
+    node_provider_id = provider_id if scenario.node_matches_infra else f"{provider_id}-elsewhere"
+    make_node(bed.workload, side.node, node_provider_id, unreachable=scenario.unreachable)
     make_pods(bed.workload, side, scenario)
     if scenario.setup:
         scenario.setup(bed.kube, bed.workload, side)
-    if role == "twin":
+    if role == "twin" and scenario.provisioned:
         # What the manager would have recorded; the collection needs the nodeRef.
         bed.kube.patch(f"{bed.machines}/{name}", {"status": {"nodeRef": {"name": side.node}}}, subresource_status=True)
     return side
@@ -505,6 +520,15 @@ def run_capi(plane: dict, scenarios: list[Scenario]) -> list[str]:
             what=f"the conditions of {real.machine} set by Cluster API",
         )
         # The twin starts from what the manager recorded on the real Machine before its deletion.
+        recorded = {"deprecated": {"v1beta1": {"conditions": capi_v1beta1_conditions(bed.kube.get(f"{bed.machines}/{real.machine}"))}}}
+        bed.kube.patch(f"{bed.machines}/{twin.machine}", {"status": recorded}, subresource_status=True)
+    prepared = [(scenario, real, twin) for scenario, real, twin in pairs if scenario.before_delete]
+    for scenario, real, twin in prepared:
+        for side in (real, twin):
+            scenario.before_delete(bed.kube, bed.workload, side)  # type: ignore[misc]
+    if prepared:
+        time.sleep(3)  # what the manager records about the change, before the twin copies it
+    for _scenario, real, twin in prepared:
         recorded = {"deprecated": {"v1beta1": {"conditions": capi_v1beta1_conditions(bed.kube.get(f"{bed.machines}/{real.machine}"))}}}
         bed.kube.patch(f"{bed.machines}/{twin.machine}", {"status": recorded}, subresource_status=True)
     sides = {side.machine: side for _scenario, real, twin in pairs for side in (real, twin)}

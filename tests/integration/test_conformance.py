@@ -13,6 +13,7 @@ Run by ``make conformance``; ``make test`` runs the two tests marked
 
 from __future__ import annotations
 
+import datetime
 import time
 
 import conformance
@@ -293,3 +294,238 @@ def test_openshift_daemonset_and_static_pod_side_by_side(mapi_real_namespace_pla
     started = time.monotonic()
     conformance.run_mapi(mapi_real_namespace_plane, [MAPI_DAEMONSET])
     print(f"OpenShift, DaemonSet and static Pod side by side: {time.monotonic() - started:.1f} s")
+
+
+# ---------------------------------------------------------------------------
+# Cluster API v1.14.2's deletion decisions (docs/behaviour.md, "Cluster API v1.14.2's
+# deletion decisions"): one scenario per rule, named after it.
+
+PRE_DRAIN_HOOK = "pre-drain.delete.hook.machine.cluster.x-k8s.io/conformance"
+PRE_TERMINATE_HOOK = "pre-terminate.delete.hook.machine.cluster.x-k8s.io/conformance"
+HOLD = "conformance.lifecycle.machine.dev/hold"
+POKE = "conformance.lifecycle.machine.dev/poke"
+FAKE_MACHINES = "/apis/infrastructure.cluster.x-k8s.io/v1beta1/namespaces/{namespace}/fakemachines/{name}"
+CAPI_MACHINES = "/apis/cluster.x-k8s.io/v1beta2/namespaces/{namespace}/machines/{name}"
+
+
+def machine_path(side: Side) -> str:
+    return CAPI_MACHINES.format(namespace=side.namespace, name=side.machine)
+
+
+def infra_path(side: Side) -> str:
+    return FAKE_MACHINES.format(namespace=side.namespace, name=side.machine)
+
+
+def has_reason(side: Side, reason: str) -> bool:
+    return any(seen == reason for seen, _message in side.deleting)
+
+
+def late_pod(workload: KubeApi, side: Side, name: str = "late-0") -> None:
+    """A Pod bound to the (cordoned) Node after the drain, as a hook controller's log-flush Pod would be."""
+    workload.create(f"/api/v1/namespaces/{side.pod_namespace}/pods", conformance.pod_body(name, side.pod_namespace, side.node, {}))
+
+
+def since(side: Side, what: str) -> float | None:
+    """Seconds since ``what`` was first noted for ``side`` (``note``), or None."""
+    stamp = side.notes.get(what)
+    return None if stamp is None else time.monotonic() - stamp
+
+
+def note(side: Side, what: str) -> None:
+    side.notes.setdefault(what, time.monotonic())
+
+
+def _pod_after_pre_terminate_wait(kube: KubeApi, workload: KubeApi, side: Side) -> None:
+    """At the preTerminate gate: a Pod lands on the Node, the Machine is touched (a
+    reconcile for the controller), and 30 s later the hook goes."""
+    if has_reason(side, "WaitingForPreTerminateHook") and once(side, "late"):
+        late_pod(workload, side)
+        note(side, "late")
+    waited = since(side, "late")
+    if waited is not None and waited > 5 and once(side, "poke"):
+        kube.patch(machine_path(side), {"metadata": {"annotations": {POKE: "1"}}})
+    if waited is not None and waited > 30 and once(side, "release"):
+        kube.patch(machine_path(side), {"metadata": {"annotations": {PRE_TERMINATE_HOOK: None}}})
+
+
+PRE_TERMINATE_WAIT_ENDS_DRAIN = Scenario(
+    "pre-terminate-wait-ends-drain",
+    pods={"web-0": {}},
+    annotations={PRE_TERMINATE_HOOK: "conformance"},
+    act=_pod_after_pre_terminate_wait,
+)
+
+
+def _wait_for_node_ref(kube: KubeApi, side: Side) -> None:
+    wait_for(lambda: ((kube.get(machine_path(side)) or {}).get("status") or {}).get("nodeRef"), timeout=60, what=f"the nodeRef of {side.machine}")
+
+
+def _delete_infra(kube: KubeApi, _workload: KubeApi, side: Side) -> None:
+    """The InfraMachine is gone before the Machine is deleted (deleted by hand, or by its provider)."""
+    _wait_for_node_ref(kube, side)
+    kube.delete(infra_path(side))
+    wait_for(lambda: kube.get(infra_path(side)) is None, timeout=30, what=f"FakeMachine {side.machine} gone")
+
+
+INFRA_GONE_NO_DRAIN = Scenario("infra-gone-no-drain", pods={"web-0": {}}, before_delete=_delete_infra)
+
+
+def _start_infra_deletion(kube: KubeApi, _workload: KubeApi, side: Side) -> None:
+    """The InfraMachine is being deleted (held by a finalizer) when the Machine is deleted."""
+    _wait_for_node_ref(kube, side)
+    kube.patch(infra_path(side), {"metadata": {"finalizers": [HOLD]}})
+    kube.delete(infra_path(side))
+
+
+def _finish_infra_deletion(kube: KubeApi, _workload: KubeApi, side: Side) -> None:
+    if time.monotonic() - side.started > 20 and once(side, "infra"):
+        kube.patch(infra_path(side), {"metadata": {"finalizers": None}})
+
+
+INFRA_DELETING_NO_DRAIN = Scenario(
+    "infra-deleting-no-drain",
+    pods={"web-0": {}},
+    before_delete=_start_infra_deletion,
+    act=_finish_infra_deletion,
+)
+
+# No controller ever set a nodeRef (the InfraMachine was never reported provisioned), but the
+# InfraMachine's spec.providerID is the Node's: v1.14 finds the Node by it, drains and deletes it.
+NODE_FOUND_BY_PROVIDER_ID = Scenario("node-by-provider-id", pods={"web-0": {}}, provisioned=False)
+
+
+def _lift_pre_drain_hook(kube: KubeApi, _workload: KubeApi, side: Side) -> None:
+    """Bounds the scenario should a side wait at the pre-drain hook."""
+    if time.monotonic() - side.started > 30 and once(side, "lift"):
+        kube.patch(machine_path(side), {"metadata": {"annotations": {PRE_DRAIN_HOOK: None}}})
+
+
+# No nodeRef and no Node with the InfraMachine's providerID: v1.14 skips every Node step,
+# the pre-drain hooks among them (they gate the drain of a Node it cannot find).
+NO_NODE_NO_PRE_DRAIN_WAIT = Scenario(
+    "no-node-no-pre-drain-wait",
+    pods={"web-0": {}},
+    annotations={PRE_DRAIN_HOOK: "conformance"},
+    provisioned=False,
+    node_matches_infra=False,
+    act=_lift_pre_drain_hook,
+)
+
+
+def _two_budgets(_kube: KubeApi, workload: KubeApi, side: Side) -> None:
+    for name in ("two-a", "two-b"):
+        body = {"apiVersion": "policy/v1", "kind": "PodDisruptionBudget", "metadata": {"name": name}}
+        body["spec"] = {"maxUnavailable": 1, "selector": {"matchLabels": {"group": "two"}}}
+        workload.create(f"/apis/policy/v1/namespaces/{side.pod_namespace}/poddisruptionbudgets", body)
+
+
+def _answered(events: list[dict], code: int) -> list[dict]:
+    return [e for e in events if (e.get("responseStatus") or {}).get("code") == code]
+
+
+def _drop_one_budget(_kube: KubeApi, workload: KubeApi, side: Side) -> None:
+    """45 s after the first eviction answered 500 (two budgets select the Pod), one budget goes."""
+    if "500" not in side.notes and _answered(conformance.evictions(side.audit, side), 500):
+        note(side, "500")
+    waited = since(side, "500")
+    if waited is not None and waited > 45 and once(side, "drop"):
+        workload.delete(f"/apis/policy/v1/namespaces/{side.pod_namespace}/poddisruptionbudgets/two-b")
+
+
+def _stamp(event: dict) -> float:
+    return datetime.datetime.fromisoformat(event["requestReceivedTimestamp"].replace("Z", "+00:00")).timestamp()
+
+
+def most_within(stamps: list[float], window: float) -> int:
+    """The most of ``stamps`` that fall within one ``window`` of seconds."""
+    stamps = sorted(stamps)
+    return max((sum(1 for other in stamps[i:] if other - start < window) for i, start in enumerate(stamps)), default=0)
+
+
+def _eviction_pace(events: list[dict]) -> dict:
+    failed = _answered(events, 500)
+    return {
+        "answered 500": sorted({e["objectRef"]["name"] for e in failed}),
+        # The controller asks again 20 s after a failed eviction (its drain requeue); with one
+        # budget dropped 45 s after the first 500 that is three 500s, at most one per 19 s.
+        "most 500s within 19 s": most_within([_stamp(e) for e in failed], 19.0),
+    }
+
+
+EVICTION_ERROR_RETRIED_AFTER_20S = Scenario(
+    "eviction-error-20s",
+    pods={"two-0": {"labels": {"group": "two"}}},
+    setup=_two_budgets,
+    act=_drop_one_budget,
+    measure=_eviction_pace,
+)
+
+
+def _volume_and_late_pod(_kube: KubeApi, workload: KubeApi, side: Side) -> None:
+    """While the volumes are waited for, a Pod lands on the Node; the volume detaches once
+    that Pod is gone, or 45 s later."""
+    if has_reason(side, "WaitingForVolumeDetach") and once(side, "late"):
+        late_pod(workload, side)
+        note(side, "late")
+    waited = since(side, "late")
+    if waited is None:
+        return
+    gone = workload.get(f"/api/v1/namespaces/{side.pod_namespace}/pods/late-0") is None
+    if (gone or waited > 45) and once(side, "detach"):
+        workload.patch(f"/api/v1/nodes/{side.node}", {"status": {"volumesAttached": []}}, subresource_status=True)
+
+
+# The drain runs again on every look until the preTerminate wait starts: a Pod that lands on
+# the Node while the volumes are waited for is evicted by v1.14.
+DRAIN_REPEATED_UNTIL_PRE_TERMINATE = Scenario(
+    "drain-repeated-in-volume-wait",
+    pods={"web-0": {}},
+    setup=_attach_volume,
+    act=_volume_and_late_pod,
+)
+
+
+def _blocking_budget_and_drain_timeout(kube: KubeApi, workload: KubeApi, side: Side) -> None:
+    body = {"apiVersion": "policy/v1", "kind": "PodDisruptionBudget", "metadata": {"name": "db"}}
+    body["spec"] = {"minAvailable": 1, "selector": {"matchLabels": {"group": "db"}}}
+    workload.create(f"/apis/policy/v1/namespaces/{side.pod_namespace}/poddisruptionbudgets", body)
+    wait_for(
+        lambda: (
+            ((workload.get(f"/apis/policy/v1/namespaces/{side.pod_namespace}/poddisruptionbudgets/db") or {}).get("status") or {}).get("currentHealthy") == 1
+        ),
+        what="the budget's status",
+    )
+    kube.patch(machine_path(side), {"spec": {"deletion": {"nodeDrainTimeoutSeconds": 15}}})
+
+
+NODE_DRAIN_TIMEOUT = Scenario(
+    "drain-timeout",
+    pods={"db-0": {"labels": {"group": "db"}}},
+    setup=_blocking_budget_and_drain_timeout,
+)
+
+
+def _stuck_volume_and_timeout(kube: KubeApi, workload: KubeApi, side: Side) -> None:
+    _attach_volume(kube, workload, side)
+    kube.patch(machine_path(side), {"spec": {"deletion": {"nodeVolumeDetachTimeoutSeconds": 10}}})
+
+
+NODE_VOLUME_DETACH_TIMEOUT = Scenario("volume-timeout", pods={"web-0": {}}, setup=_stuck_volume_and_timeout)
+
+V1_14_SCENARIOS = [
+    PRE_TERMINATE_WAIT_ENDS_DRAIN,
+    INFRA_GONE_NO_DRAIN,
+    INFRA_DELETING_NO_DRAIN,
+    NODE_FOUND_BY_PROVIDER_ID,
+    NO_NODE_NO_PRE_DRAIN_WAIT,
+    EVICTION_ERROR_RETRIED_AFTER_20S,
+    DRAIN_REPEATED_UNTIL_PRE_TERMINATE,
+    NODE_DRAIN_TIMEOUT,
+    NODE_VOLUME_DETACH_TIMEOUT,
+]
+
+
+def test_cluster_api_v1_14_deletion_decisions_side_by_side(capi_plane: dict) -> None:
+    started = time.monotonic()
+    conformance.run_capi(capi_plane, V1_14_SCENARIOS)
+    print(f"Cluster API, {len(V1_14_SCENARIOS)} v1.14 deletion decisions side by side: {time.monotonic() - started:.1f} s")
