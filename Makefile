@@ -102,8 +102,9 @@ conformance: venv tools controllers
 demo: venv tools
 	$(BIN)/python hack/demo.py
 
+# The tarball from the files of HEAD, not of the checkout (hack/build-collection.sh): commit first.
 build: venv
-	$(BIN)/ansible-galaxy collection build --force
+	ANSIBLE_GALAXY=$(BIN)/ansible-galaxy bash hack/build-collection.sh $(CURDIR) HEAD
 
 bench: venv tools
 	$(BIN)/python benchmarks/drain_100.py

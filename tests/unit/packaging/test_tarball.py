@@ -1,16 +1,19 @@
-"""The collection as users get it: the tarball ``ansible-galaxy collection build`` makes holds the
-collection's content and docs, and nothing that only runs in the source repository (tests, the
-molecule scenario that starts the local control plane, hack/, the Makefile)."""
+"""The collection as users get it: the tarball ``make build`` makes (``hack/build-collection.sh``:
+``ansible-galaxy collection build`` of the tracked files only) holds the collection's content and docs,
+and nothing that only runs in the source repository (tests, the molecule scenario that starts the local
+control plane, hack/, the Makefile) or that is not tracked (build folders, logs)."""
 
 from __future__ import annotations
 
 import re
 import sys
 import tarfile
+import uuid
 from pathlib import Path
 
 import pytest
 import yaml
+from conftest import build, tracked_files
 
 REPO = Path(__file__).resolve().parents[3]
 BIN = Path(sys.executable).parent
@@ -41,7 +44,8 @@ def test_the_content_and_its_docs_ship(tarball: dict[str, bytes]) -> None:
     names = set(tarball)
     assert {"README.md", "CHANGELOG.rst", "changelogs/changelog.yaml", "meta/runtime.yml", "meta/execution-environment.yml"} <= names
     assert {"requirements.txt", "bindep.txt", "LICENSE", "LICENSES/GPL-3.0-or-later.txt"} <= names
-    docs = {str(p.relative_to(REPO)) for p in (REPO / "docs").rglob("*") if p.is_file()}
+    tracked = tracked_files()
+    docs = {name for name in tracked if name.startswith("docs/")}
     assert docs and docs <= names
     for kind, pattern in (
         ("plugins", "plugins/**/*.py"),
@@ -49,7 +53,7 @@ def test_the_content_and_its_docs_ship(tarball: dict[str, bytes]) -> None:
         ("playbooks", "playbooks/**/*.yml"),
         ("extensions", "extensions/[ae][wd]*/**/*"),
     ):
-        shipped = {str(p.relative_to(REPO)) for p in REPO.glob(pattern) if p.is_file() and "__pycache__" not in p.parts and p.parent.name != "context"}
+        shipped = {str(p.relative_to(REPO)) for p in REPO.glob(pattern) if str(p.relative_to(REPO)) in tracked and p.parent.name != "context"}
         assert shipped and shipped <= names, f"{kind}: {sorted(shipped - names)}"
     for role in (REPO / "roles").iterdir():
         assert f"roles/{role.name}/README.md" in names
@@ -78,3 +82,20 @@ def test_no_shipped_file_needs_the_source_repository(tarball: dict[str, bytes]) 
             if SOURCE_ONLY.search(line):
                 wrong.append(f"{name}:{number}: {line.strip()}")
     assert not wrong, "\n".join(wrong)
+
+
+def test_an_untracked_file_in_the_checkout_does_not_ship(tmp_path: Path) -> None:
+    """A log and a build folder left in the checkout, as local runs leave them, where a plain
+    ``ansible-galaxy collection build .`` would take them (docs/ and plugins/ are not in build_ignore)."""
+    probe = f"untracked-{uuid.uuid4().hex[:8]}"
+    left = [REPO / "docs" / f"{probe}.md", REPO / "plugins" / "modules" / f"{probe}.py"]
+    try:
+        for path in left:
+            path.write_text("# left over by a local run\n")
+        with tarfile.open(build(tmp_path)) as archive:
+            names = {m.name.removeprefix("./") for m in archive.getmembers()}
+    finally:
+        for path in left:
+            path.unlink(missing_ok=True)
+    assert "docs/module_defaults.md" in names, "the tracked docs ship"
+    assert not [name for name in names if probe in name]
