@@ -20,11 +20,13 @@ from collections.abc import Callable
 from typing import Any
 
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
+from ansible.module_utils.common.parameters import _list_no_log_values
 
 from ansible_collections.lifecycle.machine.plugins.module_utils._errors import MachineError
 from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.connect import api_from_module
 from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.errors import ApiError, Cancelled, ConfigError
-from ansible_collections.lifecycle.machine.plugins.module_utils._options.connection import CONNECTION_OPTIONS
+from ansible_collections.lifecycle.machine.plugins.module_utils._options.connection import CONNECTION_OPTIONS, SECRET_OPTIONS, kubeconfig_credentials
+from ansible_collections.lifecycle.machine.plugins.module_utils._options.specs import KUBECONFIG_OPTIONS
 from ansible_collections.lifecycle.machine.plugins.module_utils._timeutil import DURATIONPY_IMPORT_ERROR
 
 try:
@@ -82,13 +84,37 @@ def new_module(argument_spec: dict, **kwargs: Any) -> Any:
         if too_old:
             module.fail_json(msg=too_old)
         module.fail_json(msg="The kubernetes.core collection is required by lifecycle.machine", exception=K8S_CORE_IMPORT_ERROR)
-    return AnsibleK8SModule(argument_spec=spec, check_pyyaml=False, **kwargs)
+    module = AnsibleK8SModule(argument_spec=spec, check_pyyaml=False, **kwargs)
+    mask_credentials(module, spec)
+    return module
 
 
 def auth_argument_spec() -> dict:
     """The connection options (``_options.connection``: kubeconfig, context, host, ...), each
-    as kubernetes.core specifies it (type, aliases, no_log; its doc fragment documents them)."""
-    return {name: copy.deepcopy(AUTH_ARG_SPEC[name]) for name in CONNECTION_OPTIONS if name in AUTH_ARG_SPEC}
+    as kubernetes.core specifies it (type, aliases; its doc fragment documents them). Whatever
+    can carry a credential is no_log, also with a kubernetes.core that does not mark it so."""
+    spec = {name: copy.deepcopy(AUTH_ARG_SPEC[name]) for name in CONNECTION_OPTIONS if name in AUTH_ARG_SPEC}
+    for name in (*SECRET_OPTIONS, *KUBECONFIG_OPTIONS):
+        if name in spec:
+            spec[name]["no_log"] = True
+    return spec
+
+
+def mask_credentials(module: Any, spec: dict) -> None:
+    """Mask the credentials of the options that may hold a kubeconfig, and only those.
+
+    They are no_log in the spec, so Ansible logs none of them; but no_log hides every value of a
+    kubeconfig mapping in every message and result, its cluster names, servers and ``v1``
+    included, and a kubeconfig's path. Once the options are parsed, what stays hidden is what
+    the other no_log options hold plus the credentials of each given kubeconfig
+    (:func:`_options.connection.kubeconfig_credentials`)."""
+    relaxed = {name: {**opts, "no_log": False} if name in KUBECONFIG_OPTIONS else opts for name, opts in spec.items()}
+    hidden = set(_list_no_log_values(relaxed, module.params))
+    for name in KUBECONFIG_OPTIONS:
+        hidden |= kubeconfig_credentials(module.params.get(name))
+    ansible_module = getattr(module, "_module", module)  # AnsibleK8SModule wraps the AnsibleModule
+    ansible_module.no_log_values.clear()
+    ansible_module.no_log_values.update(hidden)
 
 
 def machine_argument_spec() -> dict:

@@ -272,6 +272,7 @@ import time
 from ansible_collections.lifecycle.machine.plugins.module_utils._delete.logic import DeleteRequest
 from ansible_collections.lifecycle.machine.plugins.module_utils._delete.run import delete_machines
 from ansible_collections.lifecycle.machine.plugins.module_utils._module import new_module, run
+from ansible_collections.lifecycle.machine.plugins.module_utils._options.specs import machine_side_spec
 
 
 def main():
@@ -287,9 +288,7 @@ def main():
         "clock": {"type": "dict", "default": {}},
         "progress_interval": {"type": "int", "default": 0},
         "concurrency": {"type": "int", "default": 20},
-        "workload_cluster": {"type": "dict", "default": {}},
-        "machine_controller": {"type": "str", "default": "auto", "choices": ["auto", "live", "absent"]},
-        "controller_grace": {"type": "int", "default": 10},
+        **machine_side_spec(),
     }
     module = new_module(argument_spec, supports_check_mode=True)
     run(module, lambda api: delete_machines(api, DeleteRequest.from_params(module.params, module.check_mode, time.time())))

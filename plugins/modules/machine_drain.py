@@ -440,6 +440,7 @@ diff:
 from ansible_collections.lifecycle.machine.plugins.module_utils._drain.request import DrainRequest
 from ansible_collections.lifecycle.machine.plugins.module_utils._drain.run import run_drain
 from ansible_collections.lifecycle.machine.plugins.module_utils._module import new_module, run
+from ansible_collections.lifecycle.machine.plugins.module_utils._options.specs import machine_side_spec
 
 
 def main():
@@ -457,9 +458,7 @@ def main():
         "grace_period": {"type": "int"},
         "disable_eviction": {"type": "bool", "default": False},
         "progress_interval": {"type": "int", "default": 0},
-        "workload_cluster": {"type": "dict", "default": {}},
-        "machine_controller": {"type": "str", "default": "auto", "choices": ["auto", "live", "absent"]},
-        "controller_grace": {"type": "int", "default": 10},
+        **machine_side_spec(),
     }
     module = new_module(
         argument_spec,

@@ -388,6 +388,7 @@ diff:
 import copy
 
 from ansible_collections.lifecycle.machine.plugins.module_utils._module import WAIT_ARGUMENT_SPEC, new_module, run
+from ansible_collections.lifecycle.machine.plugins.module_utils._options.specs import machine_side_spec
 from ansible_collections.lifecycle.machine.plugins.module_utils._terminate.run import TerminateRequest, terminate_machine
 
 
@@ -399,9 +400,7 @@ def main():
         "instance_terminated": {"type": "bool", "default": False},
         "rules": {"type": "list", "elements": "dict"},
         "use_cluster_rules": {"type": "bool", "default": True},
-        "workload_cluster": {"type": "dict", "default": {}},
-        "machine_controller": {"type": "str", "default": "auto", "choices": ["auto", "live", "absent"]},
-        "controller_grace": {"type": "int", "default": 10},
+        **machine_side_spec(),
     }
     argument_spec.update(copy.deepcopy(WAIT_ARGUMENT_SPEC))
     module = new_module(argument_spec, supports_check_mode=True)

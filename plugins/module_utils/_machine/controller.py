@@ -36,14 +36,16 @@ import datetime as _dt
 from dataclasses import dataclass
 
 from ansible_collections.lifecycle.machine.plugins.module_utils._machine.flavour.base import OPENSHIFT, Flavour, meta_of, status_of
+from ansible_collections.lifecycle.machine.plugins.module_utils._options.specs import CONTROLLER_GRACE_DEFAULT, MACHINE_CONTROLLER_SETTINGS
 from ansible_collections.lifecycle.machine.plugins.module_utils._timeutil import parse_time, rfc3339
 
 # The field manager the API server records for the collection's writes (its user agent).
 OUR_MANAGER = "lifecycle.machine"
 
-AUTO, LIVE, ABSENT = "auto", "live", "absent"
-SETTINGS = (AUTO, LIVE, ABSENT)
-DEFAULT_GRACE = 10
+# The machine_controller option's settings and the controller_grace default have their one home in _options/specs.py.
+SETTINGS = MACHINE_CONTROLLER_SETTINGS
+AUTO, LIVE, ABSENT = SETTINGS
+DEFAULT_GRACE = CONTROLLER_GRACE_DEFAULT
 
 CONTROLLER, COLLECTION, UNDECIDED = "controller", "collection", "undecided"
 

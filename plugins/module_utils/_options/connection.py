@@ -44,3 +44,36 @@ def connection_options(given: Mapping[str, Any]) -> dict[str, Any]:
     named = {ALIASES.get(key, key): value for key, value in given.items() if key in ALIASES}
     named.update({key: value for key, value in given.items() if key in CONNECTION_OPTIONS})
     return {key: named[key] for key in CONNECTION_OPTIONS if named.get(key) not in (None, "")}
+
+
+# Options whose value is a secret wherever it is given (kubernetes.core marks them no_log too).
+SECRET_OPTIONS = ("api_key", "password")
+
+
+def kubeconfig_credentials(value: Any) -> set[str]:
+    """What must never be printed of something given as a kubeconfig: the credentials of a kubeconfig
+    mapping (every value under a ``users`` entry: token, password, client key and certificate, an
+    auth provider's or an exec plugin's settings); the whole text of a string that is not a one-line
+    path (a kubeconfig pasted as text). Paths, cluster names and servers stay readable in messages."""
+    if isinstance(value, str):
+        return {value} if "\n" in value.strip() else set()
+    found: set[str] = set()
+    if isinstance(value, Mapping):
+        for key, item in value.items():
+            if key == "users" and isinstance(item, list):
+                for user in item:
+                    found |= _leaves(user.get("user") if isinstance(user, Mapping) else user)
+            else:
+                found |= kubeconfig_credentials(item)
+    elif isinstance(value, list):
+        for item in value:
+            found |= kubeconfig_credentials(item)
+    return found
+
+
+def _leaves(value: Any) -> set[str]:
+    if isinstance(value, Mapping):
+        return {leaf for item in value.values() for leaf in _leaves(item)}
+    if isinstance(value, list):
+        return {leaf for item in value for leaf in _leaves(item)}
+    return {str(value)} if value not in (None, "") and not isinstance(value, bool) else set()

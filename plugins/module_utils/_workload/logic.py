@@ -160,6 +160,17 @@ def missing_secret_message(machine_label: str, namespace: str, cluster: str) -> 
     )
 
 
+def unreadable(exc: Exception) -> str:
+    """Why a kubeconfig's text cannot be read, without quoting it (a YAML error quotes the line, which may hold a token)."""
+    if isinstance(exc, binascii.Error):
+        return "not base64"
+    if isinstance(exc, UnicodeDecodeError):
+        return "not UTF-8 text"
+    mark = getattr(exc, "problem_mark", None)
+    where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+    return f"not YAML: {getattr(exc, 'problem', None) or type(exc).__name__}{where}"
+
+
 def kubeconfig_from_secret(secret: dict, namespace: str, cluster: str) -> dict:
     """The kubeconfig a Cluster API kubeconfig Secret holds (key ``value``), as a
     mapping; MachineError saying what is wrong with the Secret."""
@@ -175,7 +186,7 @@ def kubeconfig_from_secret(secret: dict, namespace: str, cluster: str) -> dict:
         config = yaml.safe_load(text) if yaml is not None else json.loads(text)
     except (binascii.Error, UnicodeDecodeError, ValueError, getattr(yaml, "YAMLError", ValueError)) as exc:
         raise MachineError(
-            f"Cannot reach {cluster_label(namespace, cluster)}: {SECRET_KEY!r} in the Secret {name} is not a kubeconfig ({exc}). Fix the Secret, "
+            f"Cannot reach {cluster_label(namespace, cluster)}: {SECRET_KEY!r} in the Secret {name} is not a kubeconfig ({unreadable(exc)}). Fix the Secret, "
             + fix_hint(cluster)
         ) from None
     if not isinstance(config, dict) or not config.get("clusters"):

@@ -1,0 +1,30 @@
+# Copyright: lifecycle.machine contributors
+# Apache License 2.0 (see LICENSE)
+"""The argument specs of the options several modules take, in one place (pure).
+
+``machine_drain``, ``machine_terminate`` and ``machine_delete`` take the same
+``workload_cluster``, ``machine_controller`` and ``controller_grace``; each
+module's spec adds :func:`machine_side_spec` instead of repeating them.
+"""
+
+from __future__ import annotations
+
+# Who carries out a deletion (``_machine/controller.py``): decide from managedFields, a live controller, or the collection.
+MACHINE_CONTROLLER_SETTINGS = ("auto", "live", "absent")
+MACHINE_CONTROLLER_DEFAULT = "auto"
+# Seconds a live controller is given to answer a deletion before the collection acts.
+CONTROLLER_GRACE_DEFAULT = 10
+
+# Options that may hold a kubeconfig as a mapping (its credentials inline): the spec marks them no_log, so
+# Ansible never logs them; once parsed, only their credentials stay masked (_module.py, mask_credentials).
+KUBECONFIG_OPTIONS = ("kubeconfig", "workload_cluster")
+
+
+def machine_side_spec() -> dict:
+    """``workload_cluster``, ``machine_controller`` and ``controller_grace``, as every module that acts on a Machine's Node takes them."""
+    return {
+        # Its inline kubeconfigs carry credentials (doc fragment lifecycle.machine.workload).
+        "workload_cluster": {"type": "dict", "default": {}, "no_log": True},
+        "machine_controller": {"type": "str", "default": MACHINE_CONTROLLER_DEFAULT, "choices": list(MACHINE_CONTROLLER_SETTINGS)},
+        "controller_grace": {"type": "int", "default": CONTROLLER_GRACE_DEFAULT},
+    }
