@@ -9,7 +9,9 @@ real sockets on 127.0.0.1 and a real module run (no control plane needed).
   it does not speak TLS and quotes what it answered, at once, without retries;
 - an http:// URL to a server that refuses plain HTTP: its own text is kept
   (it used to read only ``400 Bad Request``);
-- a file that is not a kubeconfig: the file is named (it used to be a TypeError).
+- a file that is not a kubeconfig: the file is named (it used to be a TypeError), and what it is instead
+  (a CA certificate), without quoting it;
+- a refused connection names the server.
 """
 
 from __future__ import annotations
@@ -189,3 +191,29 @@ def test_the_host_option_is_the_server_talked_to(kubeconfig) -> None:
     result, _took = run_module(Path(kubeconfig), "machine_info", {"namespace": "default", "host": f"https://127.0.0.1:{port}"})
     assert result.get("failed"), f"the task talked to another server than https://127.0.0.1:{port}: {result}"
     assert f"connection refused (https://127.0.0.1:{port})" in result["msg"]
+
+
+CA_CERTIFICATE = "-----BEGIN CERTIFICATE-----\nMIIBszCCAVmgAwIBAgIUdGhpcyBpcyBub3QgYSBrdWJlY29uZmln\n-----END CERTIFICATE-----\n"
+
+
+def test_a_ca_certificate_given_as_the_kubeconfig_is_named_as_not_one(tmp_path) -> None:
+    """The cluster's CA certificate, the file users most often give by mistake: by K8S_AUTH_KUBECONFIG (as AWX
+    injects it) and by the option, named as not a kubeconfig, its content never quoted."""
+    path = tmp_path / "ca.crt"
+    path.write_text(CA_CERTIFICATE)
+    by_environment, _took = run_module(path, "machine_info", {"namespace": "default"})
+    by_option = run_module_with(str(tmp_path / "absent"), "machine_info", {"namespace": "default", "kubeconfig": str(path)})
+    for result in (by_environment, by_option):
+        assert result.get("failed"), result
+        assert f"Cannot use the kubeconfig {path}: it is not a kubeconfig (a PEM certificate;" in result["msg"], result["msg"]
+        assert "MIIB" not in json.dumps(result)
+        assert "Traceback" not in json.dumps(result)
+
+
+def test_a_refused_connection_names_the_server(tmp_path) -> None:
+    closed = socket.create_server(("127.0.0.1", 0))
+    port = closed.getsockname()[1]
+    closed.close()
+    result, _took = run_module(kubeconfig_for(tmp_path, f"https://127.0.0.1:{port}"), "machine_info", {"namespace": "default"})
+    assert result.get("failed"), result
+    assert f"connection refused (https://127.0.0.1:{port})" in result["msg"], result["msg"]

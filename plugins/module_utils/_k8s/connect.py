@@ -34,6 +34,7 @@ from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.retry impor
 try:
     import kubernetes.client
     import kubernetes.config
+    import yaml
 
     HAS_KUBERNETES = True
 except ImportError:  # reported by the module through missing_required_lib
@@ -84,6 +85,10 @@ def _from_factory(
     The time a failure reports is measured on ``clock``, pauses included.
     """
     policy = policy or RetryPolicy()
+    kubeconfig_file = settings()[0]
+    problem = kubeconfig_file_problem(kubeconfig_file)
+    if problem:
+        raise ConfigError(f"Cannot use the kubeconfig {kubeconfig_file}: it is not a kubeconfig ({problem})")
     started = clock()
     attempt = 0
     while True:
@@ -99,7 +104,10 @@ def _from_factory(
         except (ApiException, *TRANSPORT_ERRORS) as exc:
             status = getattr(exc, "status", 0) or 0
             body = json_body(getattr(exc, "body", None))
-            failure = Failure(status, exception_reason(exc, settings()[1]), sent=False)
+            server = settings()[1]
+            reason = exception_reason(exc, server)
+            # No answer at all: say from which server, the first thing to check.
+            failure = Failure(status, f"{reason} ({server})" if not status and server and server not in reason else reason, sent=False)
             if is_permanent_tls_error(failure.reason):
                 raise ApiError(0, failure.reason, None, "GET", "/version", attempts=attempt, elapsed=clock() - started) from None
             if status and not policy.retryable(failure, idempotent=True):
@@ -219,7 +227,12 @@ def client_from_kubeconfig(kubeconfig: dict | str, context: str | None = None, *
             kubernetes.config.load_kube_config_from_dict(kubeconfig, context=context, client_configuration=configuration, persist_config=False)
         else:
             path = os.path.expanduser(kubeconfig)
+            problem = kubeconfig_file_problem(path)
+            if problem:
+                raise ConfigError(f"it is not a kubeconfig ({problem})")
             kubernetes.config.load_kube_config(config_file=path, context=context, client_configuration=configuration, persist_config=False)
+    except ConfigError:
+        raise
     except Exception as exc:  # the loader's ConfigException, and its errors for what is not a kubeconfig
         raise ConfigError(error_text(exc)) from None
     configuration.connection_pool_maxsize = max(POOL_SIZE, configuration.connection_pool_maxsize or 0)
@@ -232,3 +245,55 @@ def client_from_kubeconfig(kubeconfig: dict | str, context: str | None = None, *
 def api_from_kubeconfig(path: str, context: str | None = None, **kwargs: Any) -> KubeApi:
     """The transport from a kubeconfig file (tests, benchmarks, the demo, scripts)."""
     return api_from_options(kubeconfig=path, context=context, **kwargs)
+
+
+# How much of a file given as a kubeconfig is read to tell whether it is one.
+KUBECONFIG_READ_LIMIT = 1 << 20
+
+
+def kubeconfig_file_problem(path: str) -> str | None:
+    """Why the file at ``path`` is not a kubeconfig (:func:`kubeconfig_text_problem`), None when it may be one
+    or cannot be read (the loader then says why). What the file holds is never quoted: it may be a key."""
+    try:
+        with open(os.path.expanduser(path), "rb") as handle:
+            data = handle.read(KUBECONFIG_READ_LIMIT)
+    except OSError:
+        return None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        return "binary data, not text"
+    return kubeconfig_text_problem(text)
+
+
+def kubeconfig_text_problem(text: str) -> str | None:
+    """What a text is instead of a kubeconfig: a PEM certificate or key, an Ansible Vault file the run did not
+    decrypt, not YAML (with the line), YAML but not a mapping, a mapping with no clusters, contexts or users;
+    None when it may be a kubeconfig."""
+    stripped = text.lstrip()
+    if stripped.startswith("-----BEGIN "):
+        what = stripped[len("-----BEGIN ") :].split("-----", 1)[0].strip().lower() or "block"
+        return f"a PEM {what}; a kubeconfig names it under certificate-authority, client-certificate or client-key"
+    if stripped.startswith("$ANSIBLE_VAULT;"):
+        return "encrypted with Ansible Vault, and the run could not decrypt it: give it the vault password"
+    if not stripped:
+        return "the file is empty"
+    return _yaml_problem(text) if HAS_KUBERNETES else None
+
+
+_KINDS = {"str": "text", "list": "a list", "int": "a number", "float": "a number", "bool": "a boolean", "NoneType": "null"}
+
+
+def _yaml_problem(text: str) -> str | None:
+    try:
+        config = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+        return f"not YAML{where}: {getattr(exc, 'problem', None) or type(exc).__name__}"
+    if not isinstance(config, dict):
+        kind = type(config).__name__
+        return f"YAML, but {_KINDS.get(kind, kind)} instead of a mapping"
+    if not any(config.get(key) for key in ("clusters", "contexts", "users")):
+        return "a mapping with no clusters, contexts or users"
+    return None

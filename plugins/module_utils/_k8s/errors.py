@@ -132,6 +132,8 @@ def transport_reason(exc: BaseException) -> str:
     text = str(exc)
     if isinstance(exc, ConnectTimeoutError) and "refused" in text.lower():
         return "connection refused"
+    if any(marker in text for marker in ("Failed to resolve", "Name or service not known", "nodename nor servname", "name resolution")):
+        return "host name not found"
     for marker, label in (("RemoteDisconnected", "connection closed by the server"), ("reset", "connection reset"), ("timed out", "timed out")):
         if marker in text:
             return f"{label} ({type(exc).__name__})"

@@ -14,7 +14,13 @@ from fake_api_client import FakeClock, refused, ssl_error
 
 from ansible_collections.lifecycle.machine.plugins.module_utils._k8s import connect as connect_module
 from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.client import FIRST_CONTACT_BUDGET
-from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.connect import _from_factory, _keep_host
+from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.connect import (
+    _from_factory,
+    _keep_host,
+    client_from_kubeconfig,
+    kubeconfig_file_problem,
+    kubeconfig_text_problem,
+)
 from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.errors import ApiError, ConfigError
 from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.retry import RetryPolicy
 
@@ -64,13 +70,71 @@ def test_the_whole_tls_reason_is_kept() -> None:
 
 
 @pytest.mark.parametrize("error", [TypeError("'str' object does not support item assignment"), AttributeError("'list' object has no attribute 'get'")])
-def test_a_file_that_is_not_a_kubeconfig_is_named(error) -> None:
+def test_a_file_the_loader_cannot_read_is_named(tmp_path, error) -> None:
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text("clusters: [oops]\n")
+
     def factory():
         raise error
 
     with pytest.raises(ConfigError) as caught:
-        _from_factory(factory, settings=lambda: ("/etc/hosts", ""))
-    assert str(caught.value) == f"Cannot use the kubeconfig /etc/hosts: it is not a kubeconfig ({type(error).__name__}: {error})"
+        _from_factory(factory, settings=lambda: (str(kubeconfig), ""))
+    assert str(caught.value) == f"Cannot use the kubeconfig {kubeconfig}: it is not a kubeconfig ({type(error).__name__}: {error})"
+
+
+CERTIFICATE = "-----BEGIN CERTIFICATE-----\nMIIBszCCAVmgAwIBAgIUSECRET\n-----END CERTIFICATE-----\n"
+
+
+@pytest.mark.parametrize(
+    ("text", "problem"),
+    [
+        (CERTIFICATE, "a PEM certificate; a kubeconfig names it under certificate-authority, client-certificate or client-key"),
+        ("-----BEGIN RSA PRIVATE KEY-----\nMIIE\n", "a PEM rsa private key; "),
+        ("$ANSIBLE_VAULT;1.1;AES256\n3132\n", "encrypted with Ansible Vault, and the run could not decrypt it"),
+        ("", "the file is empty"),
+        ("127.0.0.1 localhost\n", "YAML, but text instead of a mapping"),
+        ("- just\n- a list\n", "YAML, but a list instead of a mapping"),
+        ("token: abc\n  bad: [\n", "not YAML at line 2, column"),
+        ("apiVersion: v1\nkind: Config\n", "a mapping with no clusters, contexts or users"),
+    ],
+)
+def test_what_a_file_is_instead_of_a_kubeconfig_is_said_without_quoting_it(tmp_path, text, problem) -> None:
+    path = tmp_path / "ca.crt"
+    path.write_text(text)
+    found = kubeconfig_file_problem(str(path))
+    assert found is not None
+    assert found.startswith(problem)
+    assert "SECRET" not in found and "abc" not in found and "3132" not in found
+
+
+def test_the_factory_is_not_asked_for_a_file_that_is_not_a_kubeconfig(tmp_path) -> None:
+    path = tmp_path / "ca.crt"
+    path.write_text(CERTIFICATE)
+    asked = []
+    with pytest.raises(ConfigError) as caught:
+        _from_factory(lambda: asked.append(1), settings=lambda: (str(path), ""))
+    assert str(caught.value).startswith(f"Cannot use the kubeconfig {path}: it is not a kubeconfig (a PEM certificate;")
+    assert asked == []
+
+
+def test_a_kubeconfig_or_what_cannot_be_read_is_left_to_the_loader(tmp_path) -> None:
+    good = tmp_path / "kubeconfig"
+    good.write_text("clusters: [{name: c, cluster: {server: https://x}}]\n")
+    assert kubeconfig_file_problem(str(good)) is None
+    assert kubeconfig_file_problem(str(tmp_path / "absent")) is None
+    assert kubeconfig_file_problem("given as a mapping") is None
+    assert kubeconfig_text_problem("clusters: oops\n") is None
+    binary = tmp_path / "binary"
+    binary.write_bytes(b"\xff\xfe\x00")
+    assert kubeconfig_file_problem(str(binary)) == "binary data, not text"
+
+
+def test_a_workload_kubeconfig_that_is_not_one_is_refused_by_the_client_maker(tmp_path) -> None:
+    path = tmp_path / "ca.crt"
+    path.write_text(CERTIFICATE)
+    with pytest.raises(ConfigError) as caught:
+        client_from_kubeconfig(str(path))
+    assert str(caught.value).startswith("it is not a kubeconfig (a PEM certificate;")
 
 
 class LoaderConfiguration:
