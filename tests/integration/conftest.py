@@ -40,6 +40,7 @@ sys.path.insert(0, str(COLLECTIONS_ROOT))
 
 from khelpers import (
     CAPI_CLUSTER,
+    FAKE_MACHINES,
     OPENSHIFT_MACHINES,
     capi_machine,
     capi_path,
@@ -47,6 +48,7 @@ from khelpers import (
     kill_tree,
     node_ready,
     openshift_machine,
+    put_fake_object,
     put_kubeconfig_secret,
     wait_for,
 )
@@ -208,7 +210,11 @@ def make_machine(kube: KubeApi, flavour: str, capi_generation: CapiGeneration) -
             for point, point_hooks in hooks.items():
                 for hook_name, owner in point_hooks:
                     annotations[f"{prefixes[point]}.delete.hook.machine.cluster.x-k8s.io/{hook_name}"] = owner
+            with_infrastructure = extra.pop("infrastructure_object", True)
             body = capi_machine(name, flavour, annotations=annotations, **extra)
+            if with_infrastructure:
+                # Cluster API drains only while the InfraMachine exists: a Machine has one unless the test says otherwise.
+                created.append(put_fake_object(kube, FAKE_MACHINES.format(ns=namespace), extra.get("infrastructure") or name))
         path = machine_collection(flavour, namespace)
         machine = kube.create(path, body)
         created.append(f"{path}/{name}")

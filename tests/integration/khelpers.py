@@ -134,6 +134,26 @@ def capi_machine(
     }
 
 
+FAKE_MACHINES = "/apis/infrastructure.cluster.x-k8s.io/v1beta1/namespaces/{ns}/fakemachines"
+FAKE_BOOTSTRAP_CONFIGS = "/apis/bootstrap.cluster.x-k8s.io/v1beta1/namespaces/{ns}/fakebootstrapconfigs"
+
+
+def put_fake_object(kube, collection: str, name: str, *, finalizers: tuple[str, ...] = (), spec: dict | None = None) -> str:
+    """Create the stand-in infrastructure (``FAKE_MACHINES``) or bootstrap
+    (``FAKE_BOOTSTRAP_CONFIGS``) object ``name`` of a Cluster API Machine, or give
+    the one already there ``finalizers`` and ``spec``; its path. (Cluster API drains
+    a Node only while the Machine's InfraMachine exists.)"""
+    path = f"{collection}/{name}"
+    group = collection.split("/")[2]
+    kind = "FakeMachine" if collection.endswith("/fakemachines") else "FakeBootstrapConfig"
+    if kube.get(path) is None:
+        body = {"apiVersion": f"{group}/v1beta1", "kind": kind, "metadata": {"name": name, "finalizers": list(finalizers)}, "spec": dict(spec or {})}
+        kube.create(collection, body)
+    elif finalizers or spec:
+        kube.patch(path, {"metadata": {"finalizers": list(finalizers)}, "spec": dict(spec or {})})
+    return path
+
+
 # ---------------------------------------------------------------------------
 # Watching Pods from the side (appended for the machine_drain tests)
 

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 from conftest import ansible_env, machine_collection
-from khelpers import stop_process, wait_for
+from khelpers import put_fake_object, stop_process, wait_for
 
 from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.client import KubeApi
 from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.connect import api_from_kubeconfig
@@ -128,13 +128,11 @@ def doomed(*, kube, flavour, namespace, make_machine, make_node, capi_cluster):
         path = machine_path(flavour, namespace, name)
         objects = {}
         if flavour != "openshift":
-            for key, collection, api_version, kind, finalizers in (
-                ("infrastructure", INFRASTRUCTURE, "infrastructure.cluster.x-k8s.io/v1beta1", "FakeMachine", infrastructure_finalizers),
-                ("bootstrap", BOOTSTRAP, "bootstrap.cluster.x-k8s.io/v1beta1", "FakeBootstrapConfig", bootstrap_finalizers),
+            for key, collection, finalizers in (
+                ("infrastructure", INFRASTRUCTURE, infrastructure_finalizers),
+                ("bootstrap", BOOTSTRAP, bootstrap_finalizers),
             ):
-                metadata = {"name": name, "finalizers": list(finalizers)}
-                kube.create(collection.format(ns=namespace), {"apiVersion": api_version, "kind": kind, "metadata": metadata, "spec": {}})
-                objects[key] = f"{collection.format(ns=namespace)}/{name}"
+                objects[key] = put_fake_object(kube, collection.format(ns=namespace), name, finalizers=finalizers)
                 held.append(objects[key])
         if extra_finalizers:
             finalizers = kube.get(path)["metadata"]["finalizers"] + list(extra_finalizers)

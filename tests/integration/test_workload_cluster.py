@@ -19,7 +19,7 @@ import pytest
 from conftest import ansible_env, read_audit_log
 from fault_fixtures import upstream_of
 from faultproxy import FaultProxy
-from khelpers import capi_machine, capi_path, fake_node, node_ready, stop_process, wait_for
+from khelpers import FAKE_MACHINES, capi_machine, capi_path, fake_node, node_ready, put_fake_object, stop_process, wait_for
 
 from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.connect import api_from_kubeconfig
 
@@ -78,6 +78,7 @@ class Split:
 
     def machine(self, name: str, node: str, cluster: str | None = None, provider_id: str | None = None) -> str:
         body = capi_machine(name, V, cluster=cluster or self.cluster, spec={"providerID": provider_id} if provider_id else None)
+        put_fake_object(self.kube, FAKE_MACHINES.format(ns=self.namespace), name)
         self.kube.create(capi_path(V, "machines", self.namespace), body)
         self.kube.request(
             "PATCH",

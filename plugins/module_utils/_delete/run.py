@@ -34,6 +34,7 @@ from ansible_collections.lifecycle.machine.plugins.module_utils._errors import M
 from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.client import KubeApi
 from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.errors import ApiError, Cancelled
 from ansible_collections.lifecycle.machine.plugins.module_utils._machine.api import (
+    NO_NODE_REF,
     actor_of,
     follow_controller,
     get_machine,
@@ -120,7 +121,9 @@ class MachineDeletion:
         being deleted yet: for those an unreachable workload cluster is waited for):
         its workload cluster can be reached (Secret, kubeconfig, an answer) and its
         Node is its own, unless Cluster API would not touch the Node at all."""
-        if not node_steps_skip_reason(self.api, machine, flavour_for(machine)):
+        flavour = flavour_for(machine)
+        reason = node_steps_skip_reason(self.api, machine, flavour)
+        if reason is None or (reason == NO_NODE_REF and flavour.provider_id(machine)):
             check_node_side(self.api, machine, self.request.workload)
 
     def waiting_for_cluster(self, phase: str, timeout: int, result: dict, message: str, final: bool) -> bool:

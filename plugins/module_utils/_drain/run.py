@@ -53,8 +53,10 @@ from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.client impo
 from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.errors import ApiError, Cancelled, ran_out_of_time, unanswered_cluster
 from ansible_collections.lifecycle.machine.plugins.module_utils._machine.api import (
     DeletionRecorder,
+    find_node_ref,
     followed_deletion,
     get_cluster,
+    get_infrastructure,
     get_machine,
     node_steps_skip_reason,
     refresh,
@@ -69,7 +71,8 @@ from ansible_collections.lifecycle.machine.plugins.module_utils._machine.conditi
     Stage,
 )
 from ansible_collections.lifecycle.machine.plugins.module_utils._machine.controller import ABSENT
-from ansible_collections.lifecycle.machine.plugins.module_utils._machine.flavour import Flavour, Hook, flavour_for, machine_label
+from ansible_collections.lifecycle.machine.plugins.module_utils._machine.deletion import node_work_over, object_state
+from ansible_collections.lifecycle.machine.plugins.module_utils._machine.flavour import CAPI_GROUP, PRE_DRAIN, Flavour, Hook, flavour_for, machine_label
 from ansible_collections.lifecycle.machine.plugins.module_utils._machine.nodes import is_unschedulable
 from ansible_collections.lifecycle.machine.plugins.module_utils._timeutil import now
 from ansible_collections.lifecycle.machine.plugins.module_utils._workload import api as workload
@@ -98,6 +101,7 @@ class DrainGate:
         deadline: float,
         fail: Fail = MachineError,
         slice_end: float | None = None,
+        node_side: Callable[[], KubeApi] | None = None,
     ):
         self.api = api
         self.recorder = recorder
@@ -106,6 +110,8 @@ class DrainGate:
         self.deadline = deadline
         self.fail = fail
         self.slice_end = slice_end
+        # The Machine's workload cluster, where a Node is looked for by providerID.
+        self.node_side = node_side or (lambda: api)
 
     @property
     def machine(self) -> dict:
@@ -128,6 +134,9 @@ class DrainGate:
     def node_skip_reason(self) -> str | None:
         """Why the Machine's Node is not to be touched at all (Cluster API skip cases, no nodeRef)."""
         if self.recorder.deleting:
+            if not self.node_name():
+                self.recorder.machine = find_node_ref(self.api, self.machine, self.flavour, self.node_side, dry_run=self.recorder.dry_run)
+                self.recorder.changed = self.recorder.changed or bool(self.node_name())
             reason = node_steps_skip_reason(self.api, self.machine, self.flavour)
             if reason:
                 return reason
@@ -136,8 +145,15 @@ class DrainGate:
         return None
 
     def drain_skip_reason(self) -> str | None:
-        """The exclude annotation, or the Machine's drain timeout having passed (while deleting)."""
-        return drain_skip_reason(self.flavour, self.machine, deleting=self.recorder.deleting, now=now())
+        """The exclude annotation, or (while deleting) the wait at the preTerminate gate
+        having started, the InfraMachine gone or going, the Machine's drain timeout having passed."""
+        reason = drain_skip_reason(self.flavour, self.machine, deleting=self.recorder.deleting, now=now())
+        if reason or not self.recorder.deleting:
+            return reason
+        over = node_work_over(self.flavour, self.machine, None)
+        if over is None and self.flavour.infrastructure_ref(self.machine) is not None and self.flavour.group == CAPI_GROUP:
+            over = node_work_over(self.flavour, self.machine, object_state(get_infrastructure(self.api, self.machine, self.flavour)))
+        return f"Machine {machine_label(self.machine)}: {over}" if over else None
 
     def pre_drain(self) -> list[Hook]:
         """Pass the preDrain gate: ``[]`` once it is open; the hooks holding it when the task does not wait.
@@ -150,6 +166,7 @@ class DrainGate:
         if not hooks:
             return []
         self.recorder.stage(Stage(STAGE_PRE_DRAIN, hooks=hooks))
+        self.recorder.hook_wait_start(PRE_DRAIN)
         if not self.wait:
             return hooks
         label = machine_label(self.machine)
@@ -413,7 +430,14 @@ class DrainRun:
         self.recorder = DeletionRecorder(self.api, machine, flavour_for(machine), dry_run=request.check_mode)
         self.progress = MachineProgress(self.recorder)
         self.gate = DrainGate(
-            self.api, self.recorder, wait=request.waits, wait_timeout=request.wait_timeout, deadline=self.deadline, fail=self.fail, slice_end=self.slice_end
+            self.api,
+            self.recorder,
+            wait=request.waits,
+            wait_timeout=request.wait_timeout,
+            deadline=self.deadline,
+            fail=self.fail,
+            slice_end=self.slice_end,
+            node_side=self.node_api,
         )
 
     def machine_checks(self, first: bool) -> dict | None:

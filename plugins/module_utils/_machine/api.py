@@ -31,6 +31,7 @@ from ansible_collections.lifecycle.machine.plugins.module_utils._machine.control
     timeout_message,
     who_deletes,
 )
+from ansible_collections.lifecycle.machine.plugins.module_utils._machine.deletion import node_with_provider_id, provider_id
 from ansible_collections.lifecycle.machine.plugins.module_utils._machine.flavour import (
     CAPI_CLUSTER_NAME_LABEL,
     CAPI_CONTROL_PLANE_LABEL,
@@ -46,6 +47,7 @@ from ansible_collections.lifecycle.machine.plugins.module_utils._machine.selecti
 from ansible_collections.lifecycle.machine.plugins.module_utils._timeutil import now, rfc3339
 
 EVENT_SOURCE = "lifecycle.machine"
+NO_NODE_REF = "the Machine has no nodeRef"
 CONFLICT_RETRIES = 10
 
 
@@ -229,9 +231,11 @@ def node_steps_skip_reason(api: KubeApi, machine: dict, flavour: Flavour) -> str
     """Why Cluster API skips the preDrain gate, drain, volume wait and Node
     deletion for this Machine (docs/behaviour.md §2), or None when it does not.
 
-    As the Cluster API Machine controller's isDeleteNodeAllowed: no nodeRef,
-    the Cluster (or its control plane object) being deleted, or no active
-    control-plane Machine left in the Cluster. OpenShift Machines never skip.
+    As the Cluster API Machine controller's isDeleteNodeAllowed: the Cluster
+    being deleted, no nodeRef (:func:`find_node_ref` looks for the Node by
+    providerID first), the control plane object being deleted, or no active
+    control-plane Machine left in the Cluster, unless its control plane is
+    externally managed. OpenShift Machines never skip.
     """
     if flavour.group != CAPI_GROUP:
         return None
@@ -243,17 +247,62 @@ def node_steps_skip_reason(api: KubeApi, machine: dict, flavour: Flavour) -> str
     if cluster["metadata"].get("deletionTimestamp"):
         return f"Cluster {namespace}/{cluster_name} is being deleted"
     if not flavour.node_name(machine):
-        return "the Machine has no nodeRef"
+        return NO_NODE_REF
+    return _control_plane_skip_reason(api, machine, flavour, cluster)
+
+
+def _control_plane_skip_reason(api: KubeApi, machine: dict, flavour: Flavour, cluster: dict) -> str | None:
+    """The control plane's part of :func:`node_steps_skip_reason`."""
+    cluster_name = cluster["metadata"]["name"]
+    namespace = machine["metadata"]["namespace"]
     control_plane = flavour.control_plane_ref(cluster)
     if control_plane is not None:
         obj = api.get(ref_path(api, control_plane))
         if obj is not None and obj["metadata"].get("deletionTimestamp"):
             return f"{control_plane.kind} {namespace}/{control_plane.name} is being deleted"
+        if obj is not None and (obj.get("status") or {}).get("externalManagedControlPlane") is True:
+            return None  # a managed service runs the control plane: no control-plane Machine is expected
     selector = f"{CAPI_CLUSTER_NAME_LABEL}={cluster_name},{CAPI_CONTROL_PLANE_LABEL}"
     active = [m for m in api.list(machine_path(machine["apiVersion"], namespace), label_selector=selector) if not m["metadata"].get("deletionTimestamp")]
     if not active:
         return f"no active control plane Machine is left in Cluster {namespace}/{cluster_name}"
     return None
+
+
+def get_infrastructure(api: KubeApi, machine: dict, flavour: Flavour) -> dict | None:
+    """The InfraMachine of a Cluster API Machine; None when it has none, or it is gone."""
+    ref = flavour.infrastructure_ref(machine)
+    return api.get(ref_path(api, ref)) if ref is not None else None
+
+
+def find_node_ref(api: KubeApi, machine: dict, flavour: Flavour, node_side: Callable[[], KubeApi], *, dry_run: bool = False) -> dict:
+    """A Cluster API Machine being deleted that has no nodeRef: as Cluster API
+    does before it decides about the Node steps, the one Node in its workload
+    cluster (``node_side()``) whose ``spec.providerID`` is the Machine's own,
+    else its InfraMachine's, becomes its ``status.nodeRef`` (written, so that
+    every later step and run sees it). Returns the Machine as it is then;
+    unchanged when the Cluster is being deleted, no providerID is known, or
+    not exactly one Node carries it."""
+    if flavour.group != CAPI_GROUP or not is_deleting(machine) or flavour.node_name(machine):
+        return machine
+    cluster = get_cluster(api, machine, flavour)
+    if cluster is None or cluster["metadata"].get("deletionTimestamp"):
+        return machine
+    infrastructure = None if flavour.provider_id(machine) else get_infrastructure(api, machine, flavour)
+    wanted = provider_id(flavour, machine, infrastructure)
+    if not wanted:
+        return machine
+    node = node_with_provider_id(node_side().list(resource_path("v1", "nodes")), wanted)
+    if node is None:
+        return machine
+
+    def build(current: dict) -> dict | None:
+        if flavour.node_name(current):
+            return None
+        return {"metadata": {"resourceVersion": current["metadata"].get("resourceVersion")}, "status": {"nodeRef": flavour.node_ref(node)}}
+
+    machine, _patch = update_with_retry(api, machine, build, status=True, dry_run=dry_run)
+    return machine
 
 
 def _resource_for(api: KubeApi, group_version: str, kind: str) -> str:
@@ -352,6 +401,19 @@ class DeletionRecorder:
             with contextlib.suppress(ApiError):
                 emit_event(self.api, self.machine, event_type, reason, message)
 
+    def hook_wait_start(self, point: str) -> None:
+        """Record, once, when the Machine started waiting at ``point``'s gate, where the flavour keeps that time
+        (Cluster API's ``status.deletion``); a resourceVersion-guarded write, so a concurrent recorder's time wins."""
+        if not self.deleting or self.flavour.hook_wait_started_at(self.machine, point) is not None:
+            return
+        patch = self.flavour.hook_wait_start_patch(point, now())
+        if patch is None:
+            return
+        self.machine, sent = record_once(
+            self.api, self.machine, patch, lambda current: self.flavour.hook_wait_started_at(current, point) is not None, dry_run=self.dry_run
+        )
+        self.changed = self.changed or sent
+
     def start_time(self, step: str) -> _dt.datetime | None:
         """When ``step`` (``"drain"`` or ``"volumes"``) was first attempted: as
         recorded on the Machine, else now, recorded once (a resourceVersion-guarded
@@ -377,6 +439,21 @@ class DeletionRecorder:
             self.machine, sent = update_with_retry(self.api, self.machine, build, status=status, dry_run=self.dry_run)
             self.changed = self.changed or sent is not None
         return started_at(self.machine) or stamp
+
+
+def record_once(api: KubeApi, machine: dict, status_patch: dict, recorded: Callable[[dict], bool], *, dry_run: bool = False) -> tuple[dict, bool]:
+    """Write ``status_patch`` (a time recorded once) unless ``recorded(current)``
+    already holds; guarded by the resourceVersion. (Machine, whether it was sent)."""
+
+    def build(current: dict) -> dict | None:
+        if recorded(current):
+            return None
+        guarded = json.loads(json.dumps(status_patch))
+        guarded.setdefault("metadata", {})["resourceVersion"] = current["metadata"].get("resourceVersion")
+        return guarded
+
+    machine, sent = update_with_retry(api, machine, build, status=True, dry_run=dry_run)
+    return machine, sent is not None
 
 
 def actor_of(

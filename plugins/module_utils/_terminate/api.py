@@ -24,6 +24,7 @@ from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.errors impo
 from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.paths import resource_path
 from ansible_collections.lifecycle.machine.plugins.module_utils._machine.api import (
     emit_event,
+    find_node_ref,
     get_cluster,
     node_steps_skip_reason,
     ref_path,
@@ -31,13 +32,12 @@ from ansible_collections.lifecycle.machine.plugins.module_utils._machine.api imp
     write_stage,
 )
 from ansible_collections.lifecycle.machine.plugins.module_utils._machine.conditions import STAGE_NODE_DELETE_FAILED, STAGE_VOLUMES_DETACHED, Stage
+from ansible_collections.lifecycle.machine.plugins.module_utils._machine.deletion import ObjectState, object_state
 from ansible_collections.lifecycle.machine.plugins.module_utils._machine.flavour import Flavour, ObjectRef
 from ansible_collections.lifecycle.machine.plugins.module_utils._machine.nodes import is_node_unreachable
 from ansible_collections.lifecycle.machine.plugins.module_utils._terminate.logic import (
     Facts,
-    ObjectState,
     node_deletion_deadline,
-    object_state,
     remove_finalizer_patch,
 )
 from ansible_collections.lifecycle.machine.plugins.module_utils._terminate.volumes import VolumeWaitStatus, attached_volumes, volumes_to_wait_for
@@ -73,15 +73,19 @@ def observe(
     instance_terminated: bool = False,
     node_abandoned: str | None = None,
     node_side: Callable[[], KubeApi] | None = None,
+    dry_run: bool = False,
 ) -> Facts:
     """What the API says about the Machine now: the Cluster API reason to skip
     the Node steps and, when they are not skipped, its Node, read through
     ``node_side()`` (the workload cluster; everything else is observed when
     :func:`logic.decide` asks for it). A Node that has the name but another
-    machine's providerID is refused (MachineError)."""
+    machine's providerID is refused (MachineError). A Cluster API Machine
+    without a nodeRef gets the Node carrying its providerID first
+    (``_machine.api.find_node_ref``; as a server-side dry run with ``dry_run``)."""
     facts = Facts(machine=machine, now=now(), instance_terminated=instance_terminated, node_deletion_abandoned=node_abandoned)
     if machine is None:
         return facts
+    machine = facts.machine = find_node_ref(api, machine, flavour, node_side or (lambda: api), dry_run=dry_run)
     facts.skip_reason = node_steps_skip_reason(api, machine, flavour)
     node_name = flavour.node_name(machine)
     if node_name and not facts.skip_reason:

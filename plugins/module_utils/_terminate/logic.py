@@ -28,6 +28,7 @@ from ansible_collections.lifecycle.machine.plugins.module_utils._machine.conditi
     Stage,
 )
 from ansible_collections.lifecycle.machine.plugins.module_utils._machine.controller import AUTO, DEFAULT_GRACE
+from ansible_collections.lifecycle.machine.plugins.module_utils._machine.deletion import ObjectState, node_work_over
 from ansible_collections.lifecycle.machine.plugins.module_utils._machine.flavour import (
     OPENSHIFT,
     PRE_DRAIN,
@@ -135,25 +136,6 @@ WAIT_ACTIONS = (WAIT_VOLUMES, WAIT_PRE_TERMINATE, WAIT_INFRASTRUCTURE, WAIT_BOOT
 # Flavours whose instance is terminated by provider tasks outside the module,
 # rather than by deleting Cluster API infrastructure and bootstrap objects.
 PROVIDER_TERMINATED_FLAVOURS = (OPENSHIFT,)
-
-
-@dataclass(frozen=True)
-class ObjectState:
-    """Whether a referenced object exists, and whether it is already being deleted."""
-
-    exists: bool
-    deleting: bool = False
-    finalizers: tuple[str, ...] = ()
-
-
-ABSENT = ObjectState(exists=False)
-
-
-def object_state(obj: dict | None) -> ObjectState:
-    if obj is None:
-        return ABSENT
-    meta = obj.get("metadata") or {}
-    return ObjectState(exists=True, deleting=bool(meta.get("deletionTimestamp")), finalizers=tuple(meta.get("finalizers") or ()))
 
 
 @dataclass
@@ -281,19 +263,27 @@ def _skip_text(facts: Facts) -> str:
 
 def _drain_status(facts: Facts, flavour: Flavour, node_name: str | None) -> tuple[str, str] | None:
     """(status, reason) of the drain step, or None when the drain is unfinished."""
-    machine = facts.machine or {}
-    if flavour.drained(machine):
+    if flavour.drained(facts.machine or {}):
         return DONE, "the Machine records the drain as finished"
+    reason = _drain_skip_reason(facts, flavour, node_name)
+    return (SKIPPED, reason) if reason else None
+
+
+def _drain_skip_reason(facts: Facts, flavour: Flavour, node_name: str | None) -> str | None:
+    machine = facts.machine or {}
     if flavour.drain_excluded(machine):
-        return SKIPPED, f"excluded by annotation {flavour.exclude_drain_annotation}"
+        return f"excluded by annotation {flavour.exclude_drain_annotation}"
+    over = node_work_over(flavour, machine, facts.infrastructure)
+    if over:
+        return over
     if not node_name:
-        return SKIPPED, "the Machine has no nodeRef"
+        return "the Machine has no nodeRef"
     if facts.node is None:
-        return SKIPPED, f"Node {node_name} not found"
+        return f"Node {node_name} not found"
     timeout = flavour.drain_timeout(machine)
     started_at = flavour.drain_started_at(machine)
     if timeout_passed(started_at, timeout, facts.now):
-        return SKIPPED, f"the drain timeout of {timeout}s has passed since the drain started at {rfc3339(started_at)}"
+        return f"the drain timeout of {timeout}s has passed since the drain started at {rfc3339(started_at)}"
     return None
 
 
@@ -327,6 +317,10 @@ def _drain_steps(facts: Facts, flavour: Flavour, builder: _Builder) -> Decision 
         )
         return builder.finish(REFUSE, message=message, blocked_by=list(blocking))
     builder.add(STEP_PRE_DRAIN, DONE, "no preDrain hook")
+    ref = flavour.infrastructure_ref(machine)
+    if facts.infrastructure is None and ref is not None and node_work_over(flavour, machine, None) is None:
+        # Cluster API drains (and waits for volumes) only while the InfraMachine exists and is not being deleted.
+        return builder.finish(OBSERVE_INFRASTRUCTURE, target=ref)
     drain = _drain_status(facts, flavour, node_name)
     if drain is None:
         detail = _drain_unfinished_detail(facts, flavour)
@@ -345,6 +339,9 @@ def _volume_skip_reason(facts: Facts, flavour: Flavour) -> str | None:
         return _skip_text(facts)
     if flavour.volume_wait_excluded(machine):
         return f"excluded by annotation {flavour.exclude_volume_wait_annotation}"
+    over = node_work_over(flavour, machine, facts.infrastructure)
+    if over:
+        return over
     started_at = flavour.volume_detach_started_at(machine)
     timeout = flavour.volume_detach_timeout(machine)
     if timeout_passed(started_at, timeout, facts.now):
@@ -354,11 +351,18 @@ def _volume_skip_reason(facts: Facts, flavour: Flavour) -> str | None:
 
 def _volume_step(facts: Facts, flavour: Flavour, builder: _Builder) -> Decision | None:
     """The volume detach wait (docs/behaviour.md §4)."""
-    started_at = flavour.volume_detach_started_at(facts.machine or {})
+    machine = facts.machine or {}
+    started_at = flavour.volume_detach_started_at(machine)
     skipped = _volume_skip_reason(facts, flavour)
     if skipped:
-        builder.add(STEP_VOLUMES, SKIPPED, skipped)
-        builder.volumes = _volumes_summary(None, skipped, started_at)
+        recorded = flavour.condition(machine, "VolumeDetachSucceeded")
+        if not facts.skip_reason and recorded and recorded.get("status") == "True":
+            # Finished before the Node work ended for good (the InfraMachine went, say): that is what happened.
+            builder.add(STEP_VOLUMES, DONE, "the Machine records the volume wait as finished")
+            builder.volumes = _volumes_summary(None, None, started_at)
+        else:
+            builder.add(STEP_VOLUMES, SKIPPED, skipped)
+            builder.volumes = _volumes_summary(None, skipped, started_at)
         return None
     status = facts.volumes
     if status is None:

@@ -17,7 +17,14 @@ from ansible_collections.lifecycle.machine.plugins.module_utils._errors import M
 from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.client import KubeApi
 from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.errors import ApiError, Cancelled, ran_out_of_time, unanswered_cluster
 from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.watch import wait_until_gone
-from ansible_collections.lifecycle.machine.plugins.module_utils._machine.api import followed_deletion, get_machine, refresh, require_namespace, wait_for_machine
+from ansible_collections.lifecycle.machine.plugins.module_utils._machine.api import (
+    DeletionRecorder,
+    followed_deletion,
+    get_machine,
+    refresh,
+    require_namespace,
+    wait_for_machine,
+)
 from ansible_collections.lifecycle.machine.plugins.module_utils._machine.flavour import PRE_TERMINATE, flavour_for, machine_label
 from ansible_collections.lifecycle.machine.plugins.module_utils._terminate import api as terminate_api
 from ansible_collections.lifecycle.machine.plugins.module_utils._terminate.logic import (
@@ -112,7 +119,13 @@ class Termination:
             instance_terminated=self.request.instance_terminated,
             node_abandoned=self.node_abandoned,
             node_side=self.node_api,
+            dry_run=self.request.check_mode,
         )
+        if facts.machine is not None:
+            found = self.flavour.node_name(facts.machine)
+            if found and machine is not None and not self.flavour.node_name(machine):
+                self.report.wrote(f"record Node {found}, found by providerID, as the Machine's nodeRef")
+            self.machine = machine = facts.machine
         node_name = self.flavour.node_name(machine) if machine is not None else None
         if node_name:
             self.report.seen(node_key(node_name), facts.node is not None)
@@ -139,6 +152,13 @@ class Termination:
         self.count_write(decision)
         if action in WRITE_ACTIONS:
             return self.write(decision, facts)
+        if action == WAIT_PRE_TERMINATE and facts.machine is not None:
+            # As Cluster API: from now on the Node is neither drained nor waited for again.
+            recorder = DeletionRecorder(self.api, facts.machine, self.flavour)
+            recorder.hook_wait_start(PRE_TERMINATE)
+            facts.machine = recorder.machine
+            if recorder.changed:
+                self.report.wrote("record the start of the wait for preTerminate hooks")
         return self.wait(decision, facts)
 
     def observe_more(self, decision: Decision, facts: Facts) -> Facts:

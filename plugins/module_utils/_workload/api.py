@@ -114,11 +114,17 @@ def check_node_side(api: KubeApi, machine: dict, settings: WorkloadSettings) -> 
     """Before a Machine is marked for deletion: can its Node be reached, and is the
     Node of that name its own? MachineError (no Secret, no usable kubeconfig, a
     Node with another machine's providerID) or ApiError (the workload cluster does
-    not answer), so that bad input changes nothing. A Machine without a Node, or
-    whose Node lives beside it, needs no check."""
+    not answer), so that bad input changes nothing. A Machine without a Node
+    (whose workload cluster only has to answer when it has a providerID to find
+    its Node by), or whose Node lives beside it, needs no check."""
     flavour = flavour_for(machine)
     node_name = flavour.node_name(machine)
-    if not node_name or not flavour.split_clusters:
+    if not flavour.split_clusters:
+        return
+    if not node_name:
+        if flavour.provider_id(machine):
+            # Its Node is looked for by providerID once it is being deleted: the workload cluster must answer.
+            node_api(api, machine, settings, flavour).get(resource_path("v1", "nodes"), limit=1)
         return
     node_side = node_api(api, machine, settings, flavour)
     node = node_side.get(resource_path("v1", "nodes", None, node_name))

@@ -83,6 +83,9 @@ def openshift_machine(
     return fake.put(machine_path(), machine)
 
 
+INFRA_V1 = "infrastructure.cluster.x-k8s.io/v1beta1"
+
+
 def capi_machine(
     fake: FakeKube,
     *,
@@ -92,8 +95,14 @@ def capi_machine(
     cluster_deleting: bool = False,
     control_plane_machines: int = 1,
     hooks: list[str] = (),
+    infrastructure: str = "present",
 ) -> dict:
-    """A v1beta2 worker Machine of Cluster c1, with ``control_plane_machines`` active control-plane Machines."""
+    """A v1beta2 worker Machine of Cluster c1, with ``control_plane_machines`` active control-plane Machines,
+    and its InfraMachine ``present``, ``deleting`` or ``gone``."""
+    fake.discovery.serve(INFRA_V1, {"name": "fakemachines", "kind": "FakeMachine", "namespaced": True})
+    if infrastructure != "gone":
+        infra_meta = {"name": "m1", "namespace": NS, **({"deletionTimestamp": DELETED_AT} if infrastructure == "deleting" else {})}
+        fake.put(f"/apis/{INFRA_V1}/namespaces/{NS}/fakemachines/m1", {"apiVersion": INFRA_V1, "kind": "FakeMachine", "metadata": infra_meta, "spec": {}})
     cluster_meta = {"name": "c1", "namespace": NS, **({"deletionTimestamp": DELETED_AT} if cluster_deleting else {})}
     fake.put(f"/apis/{CAPI_V2}/namespaces/{NS}/clusters/c1", {"apiVersion": CAPI_V2, "kind": "Cluster", "metadata": cluster_meta})
     for index in range(control_plane_machines):
@@ -108,7 +117,7 @@ def capi_machine(
     }
     if deleting:
         metadata["deletionTimestamp"] = DELETED_AT
-    spec: dict = {"clusterName": "c1"}
+    spec: dict = {"clusterName": "c1", "infrastructureRef": {"apiGroup": "infrastructure.cluster.x-k8s.io", "kind": "FakeMachine", "name": "m1"}}
     if drain_timeout is not None:
         spec["deletion"] = {"nodeDrainTimeoutSeconds": drain_timeout}
     status: dict = {"nodeRef": {"name": NODE}}

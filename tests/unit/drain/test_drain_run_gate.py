@@ -124,6 +124,35 @@ def test_no_skip_for_a_machine_with_a_node() -> None:
 
 
 @pytest.mark.parametrize(
+    ("infrastructure", "said"),
+    [("gone", f"FakeMachine {NS}/m1 is gone"), ("deleting", f"FakeMachine {NS}/m1 is being deleted")],
+)
+def test_an_infra_machine_gone_or_going_skips_the_drain(infrastructure: str, said: str) -> None:
+    fake = FakeKube()
+    gate = gate_for(fake, capi_machine(fake, infrastructure=infrastructure))
+    assert gate.node_skip_reason() is None, "the preDrain gate still holds: only the drain goes"
+    assert gate.drain_skip_reason() == f"Machine {NS}/m1: {said}, so its Node is neither drained nor waited for"
+
+
+def test_once_the_pre_terminate_wait_started_the_node_is_never_drained_again() -> None:
+    fake = FakeKube()
+    machine = capi_machine(fake)
+    machine["status"]["deletion"] = {"waitForPreTerminateHookStartTime": "2026-01-01T00:05:00Z"}
+    gate = gate_for(fake, fake.put(machine_path(api_version=CAPI_V2), machine))
+    assert gate.drain_skip_reason() == (
+        f"Machine {NS}/m1: the wait for preTerminate hooks started at 2026-01-01T00:05:00Z, so the Node is neither drained nor waited for again"
+    )
+    assert not any("fakemachines" in path for _method, path in fake.requests), "the recorded time is enough: no read"
+
+
+def test_a_held_pre_drain_gate_records_when_the_wait_started() -> None:
+    fake = FakeKube()
+    gate = gate_for(fake, capi_machine(fake, hooks=["quorum-guard"]), wait=False)
+    assert len(gate.pre_drain()) == 1
+    assert fake.objects[machine_path(api_version=CAPI_V2)]["status"]["deletion"]["waitForPreDrainHookStartTime"]
+
+
+@pytest.mark.parametrize(
     ("setup", "reason"),
     [
         ({"cluster_deleting": True}, f"Cluster {NS}/c1 is being deleted"),

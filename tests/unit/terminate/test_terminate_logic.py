@@ -16,9 +16,10 @@ from ansible_collections.lifecycle.machine.plugins.module_utils._machine.conditi
     STAGE_VOLUMES,
     STAGE_VOLUMES_DETACHED,
 )
+from ansible_collections.lifecycle.machine.plugins.module_utils._machine.deletion import GONE as ABSENT
+from ansible_collections.lifecycle.machine.plugins.module_utils._machine.deletion import ObjectState, object_state
 from ansible_collections.lifecycle.machine.plugins.module_utils._machine.flavour import flavour_for
 from ansible_collections.lifecycle.machine.plugins.module_utils._terminate.logic import (
-    ABSENT,
     AWAIT_INSTANCE,
     BLOCKED,
     DELETE_BOOTSTRAP,
@@ -40,11 +41,9 @@ from ansible_collections.lifecycle.machine.plugins.module_utils._terminate.logic
     WAIT_VOLUMES,
     WAITING,
     Facts,
-    ObjectState,
     decide,
     hook_dicts,
     node_deletion_deadline,
-    object_state,
     remove_finalizer_patch,
     snapshot,
     step_names,
@@ -154,7 +153,7 @@ def test_a_closed_pre_drain_gate_is_refused_with_hooks_and_owners(flavour) -> No
 @pytest.mark.parametrize("flavour", FLAVOURS)
 def test_an_unfinished_drain_is_refused(flavour) -> None:
     m = machine(flavour, drained=False)
-    decision = decide(facts(m), flavour_for(m))
+    decision = decide(facts(m, infrastructure=PRESENT), flavour_for(m))
     assert decision.action == REFUSE
     assert decision.message == (
         "Refusing to terminate Machine ns/m-1: the drain of Node worker-1 is not finished (the drain has not started); "
@@ -167,7 +166,7 @@ def test_an_unfinished_drain_is_refused(flavour) -> None:
 def test_a_drain_within_its_timeout_is_refused(flavour, spec) -> None:
     started = NOW - dt.timedelta(minutes=3)
     m = machine(flavour, drained=False, spec=spec, status={"deletion": {"nodeDrainStartTime": rfc3339(started)}})
-    decision = decide(facts(m), flavour_for(m))
+    decision = decide(facts(m, infrastructure=PRESENT), flavour_for(m))
     assert decision.action == REFUSE
     assert f"the drain started at {rfc3339(started)} and its timeout of 600s has not passed" in decision.message
 
@@ -178,7 +177,7 @@ def test_a_drain_within_its_timeout_is_refused(flavour, spec) -> None:
 @pytest.mark.parametrize("flavour", FLAVOURS)
 def test_a_recorded_drain_lets_termination_go_on(flavour) -> None:
     m = machine(flavour)
-    decision = decide(facts(m, volumes=None), flavour_for(m))
+    decision = decide(facts(m, infrastructure=PRESENT, volumes=None), flavour_for(m))
     assert decision.action == OBSERVE_VOLUMES
     assert status_of(decision, "drain") == (DONE, "the Machine records the drain as finished")
 
@@ -203,8 +202,9 @@ def test_an_excluded_drain_is_skipped(flavour, annotation) -> None:
 @pytest.mark.parametrize("flavour", FLAVOURS)
 def test_a_gone_node_counts_as_drained(flavour) -> None:
     m = machine(flavour, drained=False)
-    decision = decide(facts(m, node=None, volumes=VolumeWaitStatus(skipped=SKIP_NODE_GONE), instance_terminated=True), flavour_for(m))
+    decision = decide(facts(m, infrastructure=PRESENT, node=None, volumes=VolumeWaitStatus(skipped=SKIP_NODE_GONE), instance_terminated=True), flavour_for(m))
     assert status_of(decision, "drain") == (SKIPPED, "Node worker-1 not found")
+    decision = decide(facts(m, node=None, volumes=VolumeWaitStatus(skipped=SKIP_NODE_GONE), instance_terminated=True), flavour_for(m))
     assert status_of(decision, "node") == (DONE, "Node worker-1 is gone")
 
 
@@ -219,7 +219,7 @@ def test_an_openshift_machine_without_node_has_nothing_to_drain() -> None:
 def test_a_timed_out_drain_is_skipped(flavour, spec) -> None:
     started = NOW - dt.timedelta(minutes=1)
     m = machine(flavour, drained=False, spec=spec, status={"deletion": {"nodeDrainStartTime": rfc3339(started)}})
-    decision = decide(facts(m), flavour_for(m))
+    decision = decide(facts(m, infrastructure=PRESENT), flavour_for(m))
     assert status_of(decision, "drain") == (SKIPPED, f"the drain timeout of 60s has passed since the drain started at {rfc3339(started)}")
 
 
@@ -257,7 +257,7 @@ WAITING_FOR_CLAIM = VolumeWaitStatus(pvcs=["ns/data"])
 @pytest.mark.parametrize("flavour", FLAVOURS)
 def test_attached_volumes_record_the_start_then_wait(flavour) -> None:
     m = machine(flavour)
-    decision = decide(facts(m, volumes=WAITING_FOR_CLAIM), flavour_for(m))
+    decision = decide(facts(m, infrastructure=PRESENT, volumes=WAITING_FOR_CLAIM), flavour_for(m))
     assert decision.action == RECORD_VOLUME_START
     assert status_of(decision, "volume_detach")[0] == WAITING
 
@@ -266,7 +266,7 @@ def test_attached_volumes_record_the_start_then_wait(flavour) -> None:
         m["metadata"]["annotations"]["lifecycle.machine.dev/volume-detach-start-time"] = rfc3339(started)
     else:
         m["status"]["deletion"] = {"waitForNodeVolumeDetachStartTime": rfc3339(started)}
-    decision = decide(facts(m, volumes=WAITING_FOR_CLAIM), flavour_for(m))
+    decision = decide(facts(m, infrastructure=PRESENT, volumes=WAITING_FOR_CLAIM), flavour_for(m))
     assert decision.action == WAIT_VOLUMES
     expected = f"Waiting for Node volumes to be detached (started at {rfc3339(started)})\n* PersistentVolumeClaims: ns/data"
     assert decision.message == expected
@@ -292,7 +292,7 @@ def test_the_volume_wait_is_excluded_by_annotation_on_cluster_api_only() -> None
 def test_the_volume_wait_ends_at_its_timeout(flavour, spec) -> None:
     started = NOW - dt.timedelta(seconds=31)
     m = machine(flavour, spec=spec, status={"deletion": {"waitForNodeVolumeDetachStartTime": rfc3339(started)}})
-    decision = decide(facts(m, volumes=WAITING_FOR_CLAIM), flavour_for(m))
+    decision = decide(facts(m, infrastructure=PRESENT, volumes=WAITING_FOR_CLAIM), flavour_for(m))
     assert status_of(decision, "volume_detach")[0] == SKIPPED
     assert "volume detach timeout of 30s has passed" in status_of(decision, "volume_detach")[1]
     assert STAGE_VOLUMES not in stage_names(decision)
@@ -300,14 +300,14 @@ def test_the_volume_wait_ends_at_its_timeout(flavour, spec) -> None:
 
 def test_a_gone_node_skips_the_wait_and_records_it_as_succeeded() -> None:
     m = machine("v1beta1")
-    decision = decide(facts(m, node=None, volumes=VolumeWaitStatus(skipped=SKIP_NODE_GONE)), flavour_for(m))
+    decision = decide(facts(m, infrastructure=PRESENT, node=None, volumes=VolumeWaitStatus(skipped=SKIP_NODE_GONE)), flavour_for(m))
     assert status_of(decision, "volume_detach") == (SKIPPED, SKIP_NODE_GONE)
     assert stage_names(decision)[0] == STAGE_VOLUMES_DETACHED
 
 
 def test_claims_of_skipped_pods_are_reported_not_waited_for() -> None:
     m = machine("v1beta2")
-    decision = decide(facts(m, volumes=VolumeWaitStatus(ignored_pvcs=["kube-system/cache"])), flavour_for(m))
+    decision = decide(facts(m, infrastructure=PRESENT, volumes=VolumeWaitStatus(ignored_pvcs=["kube-system/cache"])), flavour_for(m))
     assert status_of(decision, "volume_detach") == (DONE, "no volume is attached to the Node (ignored: claims of Pods the drain skipped: kube-system/cache)")
     assert decision.volumes["ignored_pvcs"] == ["kube-system/cache"]
 
@@ -318,7 +318,7 @@ def test_claims_of_skipped_pods_are_reported_not_waited_for() -> None:
 @pytest.mark.parametrize("flavour", FLAVOURS)
 def test_pre_terminate_hooks_hold_everything_below(flavour) -> None:
     m = machine(flavour, hooks={"preTerminate": [("flush-logs", "log-shipper")]})
-    decision = decide(facts(m, infrastructure=None, bootstrap=None), flavour_for(m))
+    decision = decide(facts(m, infrastructure=PRESENT if flavour != "openshift" else None, bootstrap=None), flavour_for(m))
     assert decision.action == WAIT_PRE_TERMINATE
     assert stage_names(decision) == [STAGE_VOLUMES_DETACHED, STAGE_PRE_TERMINATE]
     assert [hook.name for hook in decision.stages[1].hooks] == ["flush-logs"]
@@ -477,3 +477,38 @@ def test_object_state_and_snapshot() -> None:
         "Node worker-1": {"exists": True},
     }
     assert snapshot(None, flavour_for(m), {}) == {"machine": {"exists": False}}
+
+
+# -- Cluster API: when the Node work is over for good ----------------------------------------
+
+
+@pytest.mark.parametrize("flavour", ["v1beta1", "v1beta2"])
+def test_after_the_pre_terminate_wait_started_neither_drain_nor_volumes_hold_the_termination(flavour) -> None:
+    m = machine(flavour, drained=False, status={"deletion": {"waitForPreTerminateHookStartTime": rfc3339(DELETED_AT)}})
+    decision = decide(facts(m, infrastructure=PRESENT, volumes=WAITING_FOR_CLAIM), flavour_for(m))
+    assert status_of(decision, "drain")[0] == SKIPPED and "wait for preTerminate hooks started" in status_of(decision, "drain")[1]
+    assert status_of(decision, "volume_detach")[0] == SKIPPED
+    assert decision.action == DELETE_INFRASTRUCTURE
+
+
+@pytest.mark.parametrize("flavour", ["v1beta1", "v1beta2"])
+def test_the_infra_machine_is_read_before_the_drain_is_judged(flavour) -> None:
+    m = machine(flavour, drained=False)
+    decision = decide(facts(m, infrastructure=None), flavour_for(m))
+    assert decision.action == OBSERVE_INFRASTRUCTURE and decision.target.kind == "FakeMachine"
+
+
+@pytest.mark.parametrize("flavour", ["v1beta1", "v1beta2"])
+def test_an_infra_machine_being_deleted_lets_an_undrained_machine_go_on(flavour) -> None:
+    m = machine(flavour, drained=False)
+    going = ObjectState(exists=True, deleting=True)
+    decision = decide(facts(m, infrastructure=going, volumes=WAITING_FOR_CLAIM), flavour_for(m))
+    assert status_of(decision, "drain") == (SKIPPED, "FakeMachine ns/m-1 is being deleted, so its Node is neither drained nor waited for")
+    assert status_of(decision, "volume_detach")[0] == SKIPPED
+    assert decision.action == WAIT_INFRASTRUCTURE
+
+
+def test_openshift_drains_whatever_the_infrastructure() -> None:
+    m = machine("openshift", drained=False)
+    decision = decide(facts(m), flavour_for(m))
+    assert decision.action == REFUSE and "drain of Node worker-1 is not finished" in decision.message

@@ -11,9 +11,9 @@ from terminate_run_world import BOOTSTRAP, CAPI, INFRASTRUCTURE, NODE, NODE_PATH
 
 from ansible_collections.lifecycle.machine.plugins.module_utils._errors import MachineError
 from ansible_collections.lifecycle.machine.plugins.module_utils._machine.conditions import STAGE_VOLUMES_DETACHED, Stage
+from ansible_collections.lifecycle.machine.plugins.module_utils._machine.deletion import ObjectState
 from ansible_collections.lifecycle.machine.plugins.module_utils._machine.flavour import ObjectRef, flavour_for
 from ansible_collections.lifecycle.machine.plugins.module_utils._terminate import api as terminate_api
-from ansible_collections.lifecycle.machine.plugins.module_utils._terminate.logic import ObjectState
 from ansible_collections.lifecycle.machine.plugins.module_utils._terminate.volumes import SKIP_NODE_GONE, SKIP_NODE_UNREACHABLE
 
 

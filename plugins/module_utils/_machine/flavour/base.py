@@ -205,6 +205,23 @@ class Flavour:
         """(object patch, status patch) recording the first drain / volume-wait attempt."""
         raise NotImplementedError
 
+    def hook_wait_started_at(self, machine: dict, point: str) -> _dt.datetime | None:
+        """When the Machine started waiting at ``point``'s gate, where the flavour records it (Cluster API's
+        ``status.deletion``); None when it does not, or has not started."""
+        return None
+
+    def hook_wait_start_patch(self, point: str, started: _dt.datetime) -> dict | None:
+        """A status patch recording when the wait at ``point``'s gate started; None when the flavour keeps no such time."""
+        return None
+
+    def provider_id(self, machine: dict) -> str | None:
+        return spec_of(machine).get("providerID") or None
+
+    def node_ref(self, node: dict) -> dict:
+        """``status.nodeRef`` naming ``node``, as this flavour and version write it."""
+        meta = node.get("metadata") or {}
+        return {"apiVersion": "v1", "kind": "Node", "name": meta.get("name"), "uid": meta.get("uid")}
+
     # -- conditions ----------------------------------------------------------
     def conditions(self, machine: dict) -> list[dict]:
         """The conditions users look at first for this flavour and version."""

@@ -37,6 +37,9 @@ from ansible_collections.lifecycle.machine.plugins.module_utils._machine.flavour
 )
 from ansible_collections.lifecycle.machine.plugins.module_utils._timeutil import parse_duration, parse_time, rfc3339
 
+# Where Cluster API records, in ``status.deletion``, when a Machine started waiting at each gate.
+HOOK_WAIT_START_FIELDS = {PRE_DRAIN: "waitForPreDrainHookStartTime", PRE_TERMINATE: "waitForPreTerminateHookStartTime"}
+
 
 class ClusterAPIFlavour(Flavour):
     name = CLUSTERAPI
@@ -156,6 +159,18 @@ class ClusterAPIFlavour(Flavour):
         if volumes:
             deletion["waitForNodeVolumeDetachStartTime"] = rfc3339(volumes)
         return None, ({"status": {"deletion": deletion}} if deletion else None)
+
+    def hook_wait_started_at(self, machine: dict, point: str) -> _dt.datetime | None:
+        field = HOOK_WAIT_START_FIELDS.get(point)
+        return parse_time((status_of(machine).get("deletion") or {}).get(field)) if field else None
+
+    def hook_wait_start_patch(self, point: str, started: _dt.datetime) -> dict | None:
+        field = HOOK_WAIT_START_FIELDS.get(point)
+        return {"status": {"deletion": {field: rfc3339(started)}}} if field else None
+
+    def node_ref(self, node: dict) -> dict:
+        # v1beta2 names the Node only; v1beta1 keeps an object reference.
+        return {"name": (node.get("metadata") or {}).get("name")} if self.v1beta2 else super().node_ref(node)
 
     # -- conditions ----------------------------------------------------------
     def v1beta1_conditions(self, machine: dict) -> list[dict]:
