@@ -323,6 +323,10 @@ def drain_pass(
     if result.unreachable and grace_period is None:
         # Its kubelet will never confirm: don't wait for the Pods' own grace periods.
         grace_period = UNREACHABLE_GRACE_PERIOD_SECONDS
+    # A Pod whose eviction failed other than by a budget's refusal is asked again only
+    # after Cluster API's drain retry interval, never in a tight loop.
+    held = memory.held_back(to_evict, api.monotonic()) if act and memory is not None else {}
+    to_evict = [pod for pod in to_evict if pod_key(pod) not in held]
     budgets = watched_budgets
     if budgets is None:
         budgets = list_budgets(api) if len(to_evict) > 1 and not disable_eviction else []
@@ -336,7 +340,9 @@ def drain_pass(
         predict=watched_budgets is not None,
     )
     if act and memory is not None:
-        memory.remember(to_evict, result.outcome)
+        memory.remember(to_evict, result.outcome, now=api.monotonic())
+    for key, message in sorted(held.items()):
+        result.outcome.failures.setdefault(message, []).append(key)
     result.message = progress_message(started_at, result.plan, result.outcome.failures, result.outcome.gone)
     return result
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from ansible_collections.lifecycle.machine.plugins.module_utils._drain.logic import DrainPlan, PodDecision
+from ansible_collections.lifecycle.machine.plugins.module_utils._drain.logic import PDB_MESSAGE, DrainPlan, PodDecision
 from ansible_collections.lifecycle.machine.plugins.module_utils._drain.pods import pod_key
 
 
@@ -57,6 +57,12 @@ class DrainPass:
         return bool(self.outcome.failures) or self.unreachable
 
 
+# How long a Pod whose eviction failed for another reason than a budget's refusal
+# (say, two budgets select it: the server answers 500) waits before it is asked
+# again: the interval at which Cluster API's machine controller drains again.
+FAILED_EVICTION_RETRY_SECONDS = 20
+
+
 def pod_uid(pod: dict) -> str | None:
     return (pod.get("metadata") or {}).get("uid") or None
 
@@ -88,12 +94,33 @@ class EvictionMemory:
     def __init__(self) -> None:
         self.evicted: set[str] = set()
         self.gone: set[str] = set()
+        # UID -> (when the Pod may be asked again, on the transport's clock; the failure)
+        self.failed: dict[str, tuple[float, str]] = {}
 
-    def remember(self, pods: list[dict], outcome: EvictionOutcome) -> None:
-        """What the evictions of ``pods`` (the Pods a pass sent them for) did."""
+    def remember(self, pods: list[dict], outcome: EvictionOutcome, now: float | None = None) -> None:
+        """What the evictions of ``pods`` (the Pods a pass sent them for) did, at ``now``
+        (the transport's clock; None: failures are not held back)."""
         uids = {pod_key(pod): pod_uid(pod) for pod in pods}
         self.evicted.update(uid for key in outcome.evicted if (uid := uids.get(key)))
         self.gone.update(uid for key in outcome.gone if (uid := uids.get(key)))
+        if now is None:
+            return
+        for message, keys in outcome.failures.items():
+            if message.startswith(PDB_MESSAGE):
+                continue  # a budget's refusal: the budget watch says when to ask again
+            for key in keys:
+                if uid := uids.get(key):
+                    self.failed[uid] = (now + FAILED_EVICTION_RETRY_SECONDS, message)
+
+    def held_back(self, pods: list[dict], now: float) -> dict[str, str]:
+        """Pod key -> failure, for the Pods of ``pods`` whose eviction failed (not by a
+        budget) less than ``FAILED_EVICTION_RETRY_SECONDS`` ago: not asked again yet."""
+        held = {}
+        for pod in pods:
+            until, message = self.failed.get(pod_uid(pod) or "", (0.0, ""))
+            if now < until:
+                held[pod_key(pod)] = message
+        return held
 
     def present(self, pods: list[dict]) -> list[dict]:
         """``pods`` without those an eviction of this task found gone."""

@@ -36,11 +36,21 @@ class Attempts:
     """The attempts of one request: counts them, and after a failure either
     waits and lets the caller send again, or raises the error."""
 
-    def __init__(self, api: KubeApi, call: Call, *, repeatable: bool, throttle: bool = True, verify: Callable[[], Any] | None = None):
+    def __init__(
+        self,
+        api: KubeApi,
+        call: Call,
+        *,
+        repeatable: bool,
+        throttle: bool = True,
+        verify: Callable[[], Any] | None = None,
+        internal_error: bool = True,
+    ):
         self.api = api
         self.call = call
         self.repeatable = repeatable
         self.throttle = throttle
+        self.internal_error = internal_error
         self.verify = verify
         self.started = api.monotonic()
         self.count = 0
@@ -64,7 +74,10 @@ class Attempts:
             # The connection's credentials were read again (a rotated kubeconfig Secret): send once more.
             self.renewed = True
             return None
-        if not api.policy.retryable(failure, idempotent=self.repeatable, throttle=self.throttle, verifiable=self.verify is not None):
+        retryable = api.policy.retryable(
+            failure, idempotent=self.repeatable, throttle=self.throttle, verifiable=self.verify is not None, internal_error=self.internal_error
+        )
+        if not retryable:
             raise self.error(failure, data)
         wait = api.policy.delay(self.count - 1, failure.retry_after)
         if api.monotonic() + wait >= api._window_end(self.started):

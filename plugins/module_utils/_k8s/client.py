@@ -202,11 +202,14 @@ class KubeApi:
         None) is returned instead of resending.
         """
         method = method.upper()
-        if path.endswith("/eviction"):
-            # An eviction's 429 is a PodDisruptionBudget refusing it: the drain's business, never retried here.
+        eviction = path.endswith("/eviction")
+        if eviction:
+            # An eviction's 429 is a PodDisruptionBudget refusing it, its 500 the handler refusing a Pod
+            # two budgets select: the drain's business (asked again at its own pace), never retried here.
             throttle = False
         call = Call(method, path, [(k, v) for k, v in (query or {}).items() if v is not None and v != ""], body, content_type)
-        attempts = Attempts(self, call, repeatable=idempotent(method, body, content_type) if retry is None else retry, throttle=throttle, verify=verify)
+        repeatable = idempotent(method, body, content_type) if retry is None else retry
+        attempts = Attempts(self, call, repeatable=repeatable, throttle=throttle, verify=verify, internal_error=not eviction)
         while True:
             attempts.start()
             failure, data = self._exchange(call, self._timeout(timeout))

@@ -30,6 +30,7 @@ from dataclasses import dataclass
 
 THROTTLED = 429
 SERVER_ERRORS = (500, 502, 503, 504)
+INTERNAL_ERROR = 500
 MERGE_PATCHES = ("application/merge-patch+json", "application/strategic-merge-patch+json", "application/apply-patch+yaml")
 
 
@@ -108,12 +109,16 @@ class RetryPolicy:
         self.max_retry_after = max_retry_after
         self.rng = rng or random.Random()
 
-    def retryable(self, failure: Failure, *, idempotent: bool, throttle: bool = True, verifiable: bool = False) -> bool:
-        """Whether the failure is transient and repeating the request is safe."""
+    def retryable(self, failure: Failure, *, idempotent: bool, throttle: bool = True, verifiable: bool = False, internal_error: bool = True) -> bool:
+        """Whether the failure is transient and repeating the request is safe.
+        ``internal_error=False``: a 500 is the server's considered answer (an
+        eviction's handler refusing a Pod two budgets select), not retried."""
         if failure.status == 0:
             return not failure.sent or idempotent or verifiable
         if failure.status == THROTTLED:
             return throttle
+        if failure.status == INTERNAL_ERROR and not internal_error:
+            return False
         if failure.status in SERVER_ERRORS:
             return idempotent or verifiable
         return False

@@ -15,8 +15,8 @@ import datetime as dt
 from drain_run_helpers import LATE_DB, NODE, NODE_PATH, PODS, add_pod, finish_terminating_pods, pdb_refusal, pod_path, shop
 from fake_kube import FakeKube
 
-from ansible_collections.lifecycle.machine.plugins.module_utils._drain.logic import PodDecision
-from ansible_collections.lifecycle.machine.plugins.module_utils._drain.passes import EvictionMemory, EvictionOutcome
+from ansible_collections.lifecycle.machine.plugins.module_utils._drain.logic import PDB_MESSAGE, PodDecision
+from ansible_collections.lifecycle.machine.plugins.module_utils._drain.passes import FAILED_EVICTION_RETRY_SECONDS, EvictionMemory, EvictionOutcome
 from ansible_collections.lifecycle.machine.plugins.module_utils._drain.request import DrainRequest
 from ansible_collections.lifecycle.machine.plugins.module_utils._drain.rules import DRAIN, normalize_rules
 from ansible_collections.lifecycle.machine.plugins.module_utils._drain.run import DrainPasses
@@ -232,3 +232,27 @@ def test_pods_without_a_uid_are_never_remembered() -> None:
     memory.remember([{"metadata": {"name": "a", "namespace": "ns"}}], EvictionOutcome(evicted=["ns/a"], gone=[]))
     assert memory.evicted == set()
     assert memory.present([{"metadata": {"name": "a", "namespace": "ns"}}]) != []
+
+
+def test_a_failed_eviction_other_than_a_budgets_is_held_back_for_the_retry_interval() -> None:
+    memory = EvictionMemory()
+    pods = [{"metadata": {"name": name, "namespace": "shop", "uid": f"u-{name}"}} for name in ("web-0", "db-0")]
+    two_budgets = "This pod has more than one PodDisruptionBudget, which the eviction subresource does not support."
+    outcome = EvictionOutcome(failures={two_budgets: ["shop/web-0"], PDB_MESSAGE: ["shop/db-0"]})
+    memory.remember(pods, outcome, now=100.0)
+    assert memory.held_back(pods, 100.0 + FAILED_EVICTION_RETRY_SECONDS - 0.1) == {"shop/web-0": two_budgets}
+    assert memory.held_back(pods, 100.0 + FAILED_EVICTION_RETRY_SECONDS) == {}, "then asked again"
+    assert FAILED_EVICTION_RETRY_SECONDS == 20, "Cluster API's drain retry interval"
+
+
+def test_a_pass_does_not_ask_again_for_a_pod_whose_eviction_failed_just_now() -> None:
+    fake = FakeKube()
+    shop(fake, ("web-0", "web"))
+    fake.fail("POST", pod_path("web-0") + "/eviction", FakeKube.error(500, "This pod has more than one PodDisruptionBudget"))
+    request = DrainRequest(node=NODE, wait=True, wait_timeout=120)
+    passes = DrainPasses(fake, request, inline_rules=[], deadline=fake.monotonic() + 120)
+    first = passes.one_pass(NODE, machine=None, started_at=STARTED)
+    second = passes.one_pass(NODE, machine=None, started_at=STARTED)
+    evictions = [path for method, path in fake.requests if method == "POST" and path.endswith("/eviction")]
+    assert evictions == [pod_path("web-0") + "/eviction"], "one eviction within the retry interval"
+    assert first.outcome.failures == second.outcome.failures == {"This pod has more than one PodDisruptionBudget": ["shop/web-0"]}

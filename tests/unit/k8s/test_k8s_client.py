@@ -204,6 +204,24 @@ def test_an_eviction_429_is_never_retried() -> None:
     assert clock.sleeps == []
 
 
+def test_an_eviction_500_is_the_servers_answer_and_never_retried() -> None:
+    api, client, clock = make_api()
+    two_budgets = "This pod has more than one PodDisruptionBudget, which the eviction subresource does not support."
+    client.script(status(500, two_budgets))
+    with pytest.raises(ApiError) as caught:
+        api.create(EVICTION, {"metadata": {"name": "web-0", "namespace": "ns"}}, verify=lambda: None)
+    assert (caught.value.status, caught.value.message) == (500, two_budgets)
+    assert api.request_count == 1 and clock.sleeps == [], "the drain asks again at its own pace"
+
+
+def test_an_eviction_503_is_a_lost_answer_and_retried_after_checking() -> None:
+    api, client, _clock = make_api()
+    client.script(status(503, "etcdserver: request timed out"), ok({"kind": "Status", "status": "Success"}, 201))
+    checked = []
+    api.create(EVICTION, {"metadata": {"name": "web-0", "namespace": "ns"}}, verify=lambda: checked.append(1))
+    assert api.request_count == 2 and checked == [1]
+
+
 def test_any_other_429_honours_retry_after() -> None:
     api, client, clock = make_api()
     client.script(status(429, "too many requests", Retry_After="7"), ok(OBJ, 201))

@@ -80,6 +80,12 @@ def test_server_errors_follow_the_lost_answer_rule(status) -> None:
     assert not retryable(failure, idempotent=False)
 
 
+def test_a_500_the_caller_takes_as_an_answer_is_not_retried() -> None:
+    failure = Failure(500, "This pod has more than one PodDisruptionBudget")
+    assert not retryable(failure, idempotent=True, verifiable=True, internal_error=False)
+    assert retryable(Failure(503, "x"), idempotent=True, verifiable=True, internal_error=False), "only 500"
+
+
 @pytest.mark.parametrize("status", [400, 401, 403, 404, 405, 409, 410, 422, 501])
 def test_client_errors_and_other_statuses_are_never_retried(status) -> None:
     failure = Failure(status, "x")
