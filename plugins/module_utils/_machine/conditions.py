@@ -284,6 +284,51 @@ def capi_deleting_condition(current: list[dict], stage: Stage | None, now: _dt.d
     return set_metav1_condition(current, new, now, machine_generation)
 
 
+# What the Ready summary says of a Machine being deleted, and the words in the Deleting
+# message that name why a long drain is slow (Cluster API's own summary rules).
+_LONG_DELETION = _dt.timedelta(minutes=15)
+_LONG_DRAIN = _dt.timedelta(minutes=5)
+_DELAY_REASONS = (
+    ("cannot evict pod as it would violate the pod's disruption budget.", "PodDisruptionBudgets"),
+    ("deletionTimestamp set, but still not removed from the Node", "Pods not terminating"),
+    ("failed to evict Pod", "Pod eviction errors"),
+    ("waiting for completion", "Pods not completed yet"),
+)
+
+
+def capi_deleting_summary(deleting: dict | None, *, deleted_at: _dt.datetime | None, drain_started: _dt.datetime | None, now: _dt.datetime) -> str:
+    """How the v1beta2 ``Ready`` summary words the ``Deleting`` condition: the stage
+    (its reason), and after 15 minutes that it has been long, with, for a drain
+    running over 5 minutes, what its message says slows it down."""
+    if deleting is None:
+        return "Machine deletion in progress"
+    reason = deleting.get("reason") or ""
+    if deleted_at is None or now - deleted_at <= _LONG_DELETION:
+        return f"Machine deletion in progress, stage: {reason}"
+    text = f"Machine deletion in progress since more than 15m, stage: {reason}"
+    if reason == STAGE_DRAINING and drain_started is not None and now - drain_started > _LONG_DRAIN:
+        message = deleting.get("message") or ""
+        delays = [name for words, name in _DELAY_REASONS if words in message]
+        if delays:
+            text += f", delay likely due to {', '.join(delays)}"
+    return text
+
+
+def capi_ready_while_deleting(
+    current: list[dict], *, deleted_at: _dt.datetime | None, drain_started: _dt.datetime | None, now: _dt.datetime, machine_generation: int | None = None
+) -> list[dict]:
+    """The v1beta2 ``Ready`` condition of a Machine being deleted, as the Machine
+    controller's summary writes it when ``Deleting`` is what keeps it from being
+    ready: False, reason NotReady, the Deleting line of the summary. (The summary
+    lists other conditions that are not fine too; the collection writes the Deleting line.)"""
+    deleting = next((c for c in current if c.get("type") == "Deleting"), None)
+    if deleting is None:
+        return list(current)
+    line = capi_deleting_summary(deleting, deleted_at=deleted_at, drain_started=drain_started, now=now)
+    ready = {"type": "Ready", "status": "False", "reason": "NotReady", "message": f"* Deleting: {line}"}
+    return set_metav1_condition(current, ready, now, machine_generation)
+
+
 def hook_condition_type(point: str, hook_name: str) -> str:
     """The condition in which a hook-implementing controller reports its hook's
     outcome (docs/behaviour.md §6): the lifecycle point, the hook name, then ``Succeeded``,

@@ -9,7 +9,7 @@ import datetime as dt
 import pytest
 
 from ansible_collections.lifecycle.machine.plugins.module_utils._errors import MachineError
-from ansible_collections.lifecycle.machine.plugins.module_utils._machine.conditions import STAGE_PRE_DRAIN, STAGE_PRE_TERMINATE, Stage
+from ansible_collections.lifecycle.machine.plugins.module_utils._machine.conditions import STAGE_PRE_DRAIN, STAGE_PRE_TERMINATE, Stage, capi_deleting_summary
 from ansible_collections.lifecycle.machine.plugins.module_utils._machine.flavour import (
     CAPI_DEFAULT_NODE_DELETION_TIMEOUT,
     CLUSTERAPI,
@@ -696,11 +696,39 @@ def test_capi_v1beta2_status_patch_writes_deleting_and_deprecated_v1beta1() -> N
             "message": f"Waiting for pre-drain hooks to succeed (hooks: {DRAIN_PREFIX}/guard)",
             "observedGeneration": 3,
             "lastTransitionTime": STAMP,
-        }
+        },
+        {
+            # As the Machine controller's Ready summary words it (deleted long before NOW).
+            "type": "Ready",
+            "status": "False",
+            "reason": "NotReady",
+            "message": "* Deleting: Machine deletion in progress since more than 15m, stage: WaitingForPreDrainHook",
+            "observedGeneration": 3,
+            "lastTransitionTime": STAMP,
+        },
     ]
     assert patch["status"]["deprecated"]["v1beta1"]["conditions"] == [
         {"type": "PreDrainDeleteHookSucceeded", "status": "False", "severity": "Info", "reason": "WaitingExternalHook", "lastTransitionTime": STAMP}
     ]
+
+
+def test_the_ready_summary_of_a_long_drain_names_what_slows_it() -> None:
+    deleting = {
+        "type": "Deleting",
+        "reason": "DrainingNode",
+        "message": (
+            "Drain not completed yet (started at x):\n"
+            "* Pod a/b: cannot evict pod as it would violate the pod's disruption budget. The disruption budget b needs 1\n"
+            "* Pod a/c: waiting for completion"
+        ),
+    }
+    now = dt.datetime(2026, 1, 1, 1, 0, tzinfo=dt.UTC)
+    early = capi_deleting_summary(deleting, deleted_at=now - dt.timedelta(minutes=10), drain_started=now - dt.timedelta(minutes=9), now=now)
+    assert early == "Machine deletion in progress, stage: DrainingNode"
+    late = capi_deleting_summary(deleting, deleted_at=now - dt.timedelta(minutes=20), drain_started=now - dt.timedelta(minutes=9), now=now)
+    assert late == "Machine deletion in progress since more than 15m, stage: DrainingNode, delay likely due to PodDisruptionBudgets, Pods not completed yet"
+    fresh_drain = capi_deleting_summary(deleting, deleted_at=now - dt.timedelta(minutes=20), drain_started=now - dt.timedelta(minutes=4), now=now)
+    assert fresh_drain == "Machine deletion in progress since more than 15m, stage: DrainingNode"
 
 
 def test_capi_v1beta1_status_patch_writes_conditions_and_v1beta2() -> None:

@@ -13,6 +13,7 @@ from ansible_collections.lifecycle.machine.plugins.module_utils._errors import M
 from ansible_collections.lifecycle.machine.plugins.module_utils._machine.conditions import (
     Stage,
     capi_deleting_condition,
+    capi_ready_while_deleting,
     capi_v1beta1_conditions,
 )
 from ansible_collections.lifecycle.machine.plugins.module_utils._machine.flavour.base import (
@@ -202,6 +203,11 @@ class ClusterAPIFlavour(Flavour):
         old_v2 = self.v1beta2_conditions(machine)
         new_v1 = capi_v1beta1_conditions(old_v1, stage, now)
         new_v2 = capi_deleting_condition(old_v2, stage, now, machine_generation=meta_of(machine).get("generation"))
+        if is_deleting(machine) and new_v2 != old_v2:
+            deleted_at = parse_time(meta_of(machine).get("deletionTimestamp"))
+            new_v2 = capi_ready_while_deleting(
+                new_v2, deleted_at=deleted_at, drain_started=self.drain_started_at(machine), now=now, machine_generation=meta_of(machine).get("generation")
+            )
         patch: dict = {}
         if self.v1beta2:
             if new_v2 != old_v2:
