@@ -62,7 +62,8 @@ def victim(*, kube, flavour, namespace, make_node, make_machine, capi_cluster):
         if flavour == "openshift":
             kube.create(f"/api/v1/namespaces/{namespace}/configmaps", {"metadata": {"name": f"instance-{name}"}, "data": {"state": "running"}})
         else:
-            for path in result.infra_paths:
+            # make_machine creates the FakeMachine already (Cluster API drains only while it exists).
+            for path in (p for p in result.infra_paths if kube.get(p) is None):
                 group_version = path.split("/namespaces/", 1)[0].removeprefix("/apis/")
                 kind = "FakeMachine" if "fakemachines" in path else "FakeBootstrapConfig"
                 kube.create(path.rsplit("/", 1)[0], {"apiVersion": group_version, "kind": kind, "metadata": {"name": name}})
