@@ -35,6 +35,6 @@ options:
         from its deletion request, to show that its controller is live before the collection carries out the deletion
         itself. A live controller answers a deletion within a second or two.
       - 0 to 31536000 (a year).
-    type: int
+    type: raw
     default: 10
 """

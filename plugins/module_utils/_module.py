@@ -26,6 +26,7 @@ from ansible_collections.lifecycle.machine.plugins.module_utils._errors import M
 from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.connect import api_from_module
 from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.errors import ApiError, Cancelled, ConfigError
 from ansible_collections.lifecycle.machine.plugins.module_utils._options.connection import CONNECTION_OPTIONS, SECRET_OPTIONS, kubeconfig_credentials
+from ansible_collections.lifecycle.machine.plugins.module_utils._options.logic import DURATION_OPTIONS, invalid_options, parse_durations
 from ansible_collections.lifecycle.machine.plugins.module_utils._options.specs import KUBECONFIG_OPTIONS
 from ansible_collections.lifecycle.machine.plugins.module_utils._timeutil import DURATIONPY_IMPORT_ERROR
 
@@ -86,7 +87,17 @@ def new_module(argument_spec: dict, **kwargs: Any) -> Any:
         module.fail_json(msg="The kubernetes.core collection is required by lifecycle.machine", exception=K8S_CORE_IMPORT_ERROR)
     module = AnsibleK8SModule(argument_spec=spec, check_pyyaml=False, **kwargs)
     mask_credentials(module, spec)
+    read_durations(module, spec)
     return module
+
+
+def read_durations(module: Any, spec: dict) -> None:
+    """The duration options (``_options.logic.DURATION_OPTIONS``, type raw in the spec) as whole seconds, so every
+    request reads a number: ``5m`` is 300. One failure naming each option that is neither seconds nor a Go duration."""
+    seconds, errors = parse_durations(module.params, [name for name in DURATION_OPTIONS if name in spec])
+    if errors:
+        module.fail_json(msg=invalid_options(module._name.rsplit(".", 1)[-1], errors).msg)
+    module.params.update(seconds)
 
 
 def auth_argument_spec() -> dict:
@@ -129,8 +140,9 @@ def machine_argument_spec() -> dict:
 
 WAIT_ARGUMENT_SPEC = {
     "wait": {"type": "bool", "default": False},
-    "wait_timeout": {"type": "int", "default": 120},
-    "wait_sleep": {"type": "int", "default": 2},
+    # Durations: seconds or a Go duration, made whole seconds by new_module.
+    "wait_timeout": {"type": "raw", "default": 120},
+    "wait_sleep": {"type": "raw", "default": 2},
 }
 
 

@@ -70,16 +70,25 @@ def parse_duration(value: str | int | None) -> float | None:
     if isinstance(value, int):
         return value if value > 0 else None
     text = str(value)
-    try:
-        seconds = durationpy.from_str(text).total_seconds()
-    except durationpy.DurationError:
-        raise ValueError(f"invalid duration {value!r}: expected a Go duration such as 90s, 10m or 1h30m") from None
-    unknown = sorted(set(re.findall(r"[^0-9.+-]+", text)) - _GO_UNITS)
-    if unknown:
-        raise ValueError(f"invalid duration {value!r}: unknown unit {', '.join(unknown)} (Go durations use ns, us, ms, s, m and h)")
+    seconds = go_duration_seconds(text)
     if seconds < 0 or (seconds == 0 and (text.startswith("-") or not re.search(r"[1-9]", text))):
         return None
     if seconds == 0:
         # timedelta counts microseconds: a positive duration below one (1ns) is still a limit.
         seconds = 1e-6
     return int(seconds) if seconds.is_integer() else seconds
+
+
+def go_duration_seconds(text: str) -> float:
+    """Seconds of a Go duration (``90s``, ``5m``, ``1h30m``, ``-1m``, ``0``), exactly as Go's
+    time.ParseDuration reads it; ValueError saying what is wrong."""
+    if durationpy is None:
+        raise ValueError(f"invalid duration {text!r}: reading Go durations needs the Python library durationpy")
+    try:
+        seconds = durationpy.from_str(text).total_seconds()
+    except durationpy.DurationError:
+        raise ValueError(f"invalid duration {text!r}: expected a Go duration such as 90s, 10m or 1h30m") from None
+    unknown = sorted(set(re.findall(r"[^0-9.+-]+", text)) - _GO_UNITS)
+    if unknown:
+        raise ValueError(f"invalid duration {text!r}: unknown unit {', '.join(unknown)} (Go durations use ns, us, ms, s, m and h)")
+    return seconds

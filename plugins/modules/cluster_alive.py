@@ -61,7 +61,7 @@ options:
     description:
       - How many seconds to wait for the Alive object to be gone.
       - 0 to 31536000 (a year); a value out of range fails the task before the Alive object is deleted.
-    type: int
+    type: raw
     default: 600
   on_timeout:
     description:
@@ -73,6 +73,7 @@ options:
     default: fail
 extends_documentation_fragment:
   - kubernetes.core.k8s_auth_options
+  - lifecycle.machine.durations
   - lifecycle.machine.alive
 requirements:
   - python >= 3.11
@@ -217,7 +218,7 @@ def main():
         state={"type": "str", "choices": ["present", "absent"], "default": "present"},
         create_namespace={"type": "bool", "default": False},
         wait={"type": "bool", "default": True},
-        wait_timeout={"type": "int", "default": 600},
+        wait_timeout={"type": "raw", "default": 600},
         on_timeout={"type": "str", "choices": ["fail", "proceed"], "default": "fail"},
     )
     module = new_module(argument_spec, supports_check_mode=True)

@@ -76,26 +76,26 @@ options:
     description:
       - Overrides the termination grace period of every evicted Pod (dangerous; see M(lifecycle.machine.machine_drain)).
       - 0 to 31536000 (a year).
-    type: int
+    type: raw
   drain_timeout:
     description:
       - Seconds each Machine may spend at its preDrain gate and draining, counted from the first call that
         started it (see O(clock)). The Machine fails when they are up.
       - 1 to 31536000 (a year).
-    type: int
+    type: raw
     default: 3600
   terminate_timeout:
     description:
       - Seconds each Machine may spend from the end of its drain to its release (volume wait, preTerminate gate,
         infrastructure, Node), counted the same way.
       - 1 to 31536000 (a year).
-    type: int
+    type: raw
     default: 3600
   wait_sleep:
     description:
       - Seconds between two retries of a failed eviction or two checks of the volumes still attached.
       - 1 to 31536000 (a year).
-    type: int
+    type: raw
     default: 2
   instance_terminated:
     description:
@@ -115,7 +115,7 @@ options:
         module each time; RV(rounds) counts them). V(0) prints nothing and works in one round.
       - In an C(async) task nothing can be printed - the task works in one round, as with V(0).
       - 0 to 31536000 (a year).
-    type: int
+    type: raw
     default: 0
   concurrency:
     description: How many Machines are worked on at the same time; at least 1.
@@ -123,6 +123,7 @@ options:
     default: 20
 extends_documentation_fragment:
   - kubernetes.core.k8s_auth_options
+  - lifecycle.machine.durations
   - lifecycle.machine.workload
   - lifecycle.machine.machine_controller
 requirements:
@@ -280,13 +281,13 @@ def main():
         "machines": {"type": "list", "elements": "dict", "required": True},
         "rules": {"type": "list", "elements": "dict", "default": []},
         "use_cluster_rules": {"type": "bool", "default": True},
-        "grace_period": {"type": "int"},
-        "drain_timeout": {"type": "int", "default": 3600},
-        "terminate_timeout": {"type": "int", "default": 3600},
-        "wait_sleep": {"type": "int", "default": 2},
+        "grace_period": {"type": "raw"},
+        "drain_timeout": {"type": "raw", "default": 3600},
+        "terminate_timeout": {"type": "raw", "default": 3600},
+        "wait_sleep": {"type": "raw", "default": 2},
         "instance_terminated": {"type": "list", "elements": "str", "default": []},
         "clock": {"type": "dict", "default": {}},
-        "progress_interval": {"type": "int", "default": 0},
+        "progress_interval": {"type": "raw", "default": 0},
         "concurrency": {"type": "int", "default": 20},
         **machine_side_spec(),
     }

@@ -138,7 +138,7 @@ options:
       - This is the task's own limit. The Machine's drain timeout, when set, is a different one - once it has
         passed, the drain is skipped as the Machine controller does.
       - 0 to 31536000 (a year); a value out of range fails the task before anything is read or written.
-    type: int
+    type: raw
     default: 600
   wait_sleep:
     description:
@@ -147,7 +147,7 @@ options:
         above 31536000 (a year).
       - Otherwise the next pass starts as soon as the watches report a reason for it (the current batch gone, a new Pod,
         a refusing budget allowing again), and at least every 30 seconds.
-    type: int
+    type: raw
     default: 2
   progress_interval:
     description:
@@ -159,7 +159,7 @@ options:
       - V(0) prints nothing and drains in one round. A value larger than O(wait_timeout) is allowed; a negative one,
         or one above 31536000 (a year), fails the task. In an C(async) task nothing can be printed - the task drains
         in one round, as with V(0).
-    type: int
+    type: raw
     default: 0
   grace_period:
     description:
@@ -168,7 +168,7 @@ options:
       - By default each Pod's own grace period is used, except on an unreachable Node (Ready condition
         C(Unknown)), where it is 1 second because no kubelet will wait for it anyway.
       - 0 to 31536000 (a year); a negative value fails the task before the Node is cordoned.
-    type: int
+    type: raw
   disable_eviction:
     description:
       - Delete Pods instead of evicting them.
@@ -178,6 +178,7 @@ options:
     default: false
 extends_documentation_fragment:
   - kubernetes.core.k8s_auth_options
+  - lifecycle.machine.durations
   - lifecycle.machine.workload
   - lifecycle.machine.machine_controller
 requirements:
@@ -453,11 +454,11 @@ def main():
         "rules": {"type": "list", "elements": "dict", "default": []},
         "use_cluster_rules": {"type": "bool", "default": True},
         "wait": {"type": "bool", "default": True},
-        "wait_timeout": {"type": "int", "default": 600},
-        "wait_sleep": {"type": "int", "default": 2},
-        "grace_period": {"type": "int"},
+        "wait_timeout": {"type": "raw", "default": 600},
+        "wait_sleep": {"type": "raw", "default": 2},
+        "grace_period": {"type": "raw"},
         "disable_eviction": {"type": "bool", "default": False},
-        "progress_interval": {"type": "int", "default": 0},
+        "progress_interval": {"type": "raw", "default": 0},
         **machine_side_spec(),
     }
     module = new_module(

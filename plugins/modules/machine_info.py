@@ -53,7 +53,7 @@ options:
     description:
       - How many seconds to wait. The task fails when the time is up and the state does not hold.
       - 0 to 31536000 (a year); a value out of range fails the task before anything is read.
-    type: int
+    type: raw
     default: 120
   query:
     description:
@@ -66,6 +66,7 @@ options:
     type: str
 extends_documentation_fragment:
   - kubernetes.core.k8s_auth_options
+  - lifecycle.machine.durations
   - lifecycle.machine.machines
 requirements:
   - python >= 3.11
@@ -204,7 +205,7 @@ def main():
     argument_spec.update(
         wait={"type": "bool", "default": False},
         wait_for={"type": "str", "default": "deleted", "choices": list(WAIT_STATES)},
-        wait_timeout={"type": "int", "default": 120},
+        wait_timeout={"type": "raw", "default": 120},
         query={"type": "str"},
     )
     module = new_module(argument_spec, supports_check_mode=True, mutually_exclusive=[("machine", "label_selectors")])

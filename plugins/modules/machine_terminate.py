@@ -105,14 +105,14 @@ options:
     description:
       - How many seconds the whole run may spend waiting, when O(wait=true).
       - 0 to 31536000 (a year); a value out of range fails the task before anything is read or written.
-    type: int
+    type: raw
     default: 120
   wait_sleep:
     description:
       - Seconds between two checks of the volumes still attached to the Node. The other waits watch the API and end
         as soon as the change lands.
       - 1 to 31536000 (a year); a value out of range fails the task before anything is read or written.
-    type: int
+    type: raw
     default: 2
   instance_terminated:
     description:
@@ -138,6 +138,7 @@ options:
     default: true
 extends_documentation_fragment:
   - kubernetes.core.k8s_auth_options
+  - lifecycle.machine.durations
   - lifecycle.machine.workload
   - lifecycle.machine.machine_controller
 requirements:

@@ -20,6 +20,9 @@ of the result: a deletion held at a gate for days is a loop, not a stack.
 from __future__ import annotations
 
 import copy
+from typing import Any
+
+from ansible_collections.lifecycle.machine.plugins.module_utils._options.logic import duration_seconds
 
 # The keys of a machines entry that machine_delete takes back (what it returned, less the outcome).
 MACHINE_KEYS = ("name", "namespace", "api_version", "flavour", "key")
@@ -37,13 +40,25 @@ def union(first: list, second: list) -> list:
     return [*first, *added]
 
 
+def seconds_or(value: Any, default: int, name: str) -> int:
+    """Whole seconds of a duration option (``5m`` is 300); ``default`` when it is unset, or not a duration: the
+    module then refuses it in the first round, naming the option, before anything is read or changed."""
+    if value is None:
+        return default
+    try:
+        return duration_seconds(name, value)
+    except ValueError:
+        return default
+
+
 class Rounds:
     """What every round-taking task shares: the count, ``changed``, requests and seconds."""
 
     def __init__(self, args: dict, *, check_mode: bool) -> None:
         self.args = args
         self.check_mode = check_mode
-        self.interval = args.get("progress_interval") or 0
+        # A duration option the module refuses in its first round is no interval here.
+        self.interval = seconds_or(args.get("progress_interval"), 0, "progress_interval") or 0
         self.count = 0
         self.first: dict = {}
         self.last: dict = {}
@@ -84,8 +99,7 @@ class DrainRounds(Rounds):
 
     def __init__(self, args: dict, now: float, *, check_mode: bool) -> None:
         super().__init__(args, check_mode=check_mode)
-        timeout = args.get("wait_timeout")
-        self.timeout = self.DEFAULT_TIMEOUT if timeout is None else timeout
+        self.timeout = seconds_or(args.get("wait_timeout"), self.DEFAULT_TIMEOUT, "wait_timeout")
         self.deadline = now + self.timeout
         self.sent_timeout = self.timeout
         self.evicted: list[str] = []

@@ -23,7 +23,7 @@ from ansible_collections.lifecycle.machine.plugins.module_utils._errors import M
 from ansible_collections.lifecycle.machine.plugins.module_utils._machine.flavour import PRE_DRAIN, PRE_TERMINATE, flavour_for, is_deleting
 from ansible_collections.lifecycle.machine.plugins.module_utils._machine.view import describe
 from ansible_collections.lifecycle.machine.plugins.module_utils._options.connection import CONNECTION_OPTIONS, connection_options
-from ansible_collections.lifecycle.machine.plugins.module_utils._options.logic import namespace_error
+from ansible_collections.lifecycle.machine.plugins.module_utils._options.logic import duration_seconds, namespace_error
 
 POINTS = (PRE_DRAIN, PRE_TERMINATE)
 GATES = ("auto", "deleting", "drained")
@@ -88,8 +88,11 @@ class GateSourceRequest:
         name_error = namespace_error("namespace", args.get("namespace"))
         if name_error:
             raise MachineError(name_error)
-        resync = args.get("resync_interval", DEFAULT_RESYNC_INTERVAL)
-        if isinstance(resync, bool) or not isinstance(resync, int) or resync < 0:
+        try:
+            resync = duration_seconds("resync_interval", args.get("resync_interval", DEFAULT_RESYNC_INTERVAL))
+        except ValueError as exc:
+            raise MachineError(str(exc)) from None
+        if resync is None or resync < 0:
             raise MachineError(f"resync_interval must be 0 (only on start and after a lost watch) or more seconds, got {resync!r}")
         return cls(
             points=tuple(dict.fromkeys(points)),

@@ -13,12 +13,14 @@ documented meaning where an option has one (``progress_interval: 0``, ``grace_pe
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from ansible_collections.lifecycle.machine.plugins.module_utils._errors import MachineError
+from ansible_collections.lifecycle.machine.plugins.module_utils._timeutil import go_duration_seconds
 
 # No task waits, sleeps or lets a Pod shut down for longer than this. Far beyond any
 # real deletion, and far below what the clock functions underneath accept
@@ -121,3 +123,67 @@ def check_options(module: str, params: Mapping[str, Any], bounds: Iterable[Bound
     found = [*errors, *bound_errors(params, bounds)]
     if found:
         raise invalid_options(module, found)
+
+
+# Every option of a module, role, playbook or the event source that counts seconds: each takes a number of
+# seconds or a Go duration (docs/durations.md, doc fragment lifecycle.machine.durations).
+DURATION_OPTIONS = (
+    "wait_timeout",
+    "wait_sleep",
+    "drain_timeout",
+    "terminate_timeout",
+    "progress_interval",
+    "grace_period",
+    "controller_grace",
+    "resync_interval",
+)
+DURATION_RULE = "a number of seconds or a Go duration such as 90s, 5m or 1h30m"
+_WHOLE = re.compile(r"[+-]?[0-9]+")
+_DECIMAL = re.compile(r"[+-]?([0-9]+\.[0-9]*|\.[0-9]+)")
+
+
+def duration_seconds(name: str, value: Any) -> Any:
+    """Whole seconds of a duration option: a number of seconds (``300``, ``"300"``) or a Go duration
+    (``5m``, ``1h30m``, ``90s``); a part of a second counts as a whole one (``500ms`` is 1), a negative
+    duration stays negative (the bounds say what is wrong with it). None stays None. ValueError naming the option."""
+    if value is None or (isinstance(value, int) and not isinstance(value, bool)):
+        return value
+    number = _number(value)
+    if number is not None:
+        return number
+    text = str(value).strip()
+    try:
+        seconds = go_duration_seconds(text)
+    except ValueError as exc:
+        shown = text if len(text) <= 40 else text[:37] + "..."
+        detail = " (a Go duration's units are ns, us, ms, s, m and h)" if "unknown unit" in str(exc) else ""
+        detail = " (reading a Go duration needs the Python library durationpy)" if "durationpy" in str(exc) else detail
+        raise ValueError(f"{name} must be {DURATION_RULE}, not {shown!r}{detail}") from None
+    return math.ceil(seconds) if seconds > 0 else -math.ceil(-seconds)
+
+
+def _number(value: Any) -> int | None:
+    """Whole seconds of a finite number or of a text that is one (a part of a second counts as one); None otherwise."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, float):
+        return math.ceil(value) if math.isfinite(value) else None
+    text = str(value).strip()
+    if _WHOLE.fullmatch(text):
+        return int(text)
+    if _DECIMAL.fullmatch(text):
+        return math.ceil(float(text))
+    return None
+
+
+def parse_durations(params: Mapping[str, Any], names: Iterable[str]) -> tuple[dict[str, Any], list[str]]:
+    """(the duration options of ``params`` named in ``names`` as whole seconds, what is wrong with the others)."""
+    seconds: dict[str, Any] = {}
+    errors = []
+    for name in names:
+        if name in params:
+            try:
+                seconds[name] = duration_seconds(name, params[name])
+            except ValueError as exc:
+                errors.append(str(exc))
+    return seconds, errors

@@ -26,5 +26,6 @@ def machine_side_spec() -> dict:
         # Its inline kubeconfigs carry credentials (doc fragment lifecycle.machine.workload).
         "workload_cluster": {"type": "dict", "default": {}, "no_log": True},
         "machine_controller": {"type": "str", "default": MACHINE_CONTROLLER_DEFAULT, "choices": list(MACHINE_CONTROLLER_SETTINGS)},
-        "controller_grace": {"type": "int", "default": CONTROLLER_GRACE_DEFAULT},
+        # A duration: seconds or a Go duration, made whole seconds by _module.new_module.
+        "controller_grace": {"type": "raw", "default": CONTROLLER_GRACE_DEFAULT},
     }

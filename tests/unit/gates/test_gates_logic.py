@@ -54,7 +54,8 @@ def test_arguments_and_their_defaults() -> None:
         ({"hook_owner": "ctl", "gate": "gone"}, "gate must be one of auto, deleting, drained, got 'gone'"),
         ({"hook_owner": "ctl", "gate": "drained"}, "A preDrain hook cannot wait for the drain"),
         ({"hook_owner": "ctl", "resync_interval": -1}, "resync_interval must be 0"),
-        ({"hook_owner": "ctl", "resync_interval": "often"}, "resync_interval must be 0"),
+        ({"hook_owner": "ctl", "resync_interval": "often"}, "resync_interval must be a number of seconds or a Go duration such as 90s, 5m or 1h30m"),
+        ({"hook_owner": "ctl", "resync_interval": "-1m"}, "resync_interval must be 0"),
         ({"hook_owner": "ctl", "label_selectors": "a=b"}, None),
         ({"hook_owner": "ctl", "label_selectors": [1]}, "label_selectors must be a list of non-empty strings"),
         ({"hook_owner": 3}, "hook_owner must be a string"),
@@ -144,3 +145,8 @@ def test_a_deleted_machine_is_forgotten() -> None:
     tracker.gone(machine)
     assert tracker.pending() == 0
     assert len(tracker.seen(machine)) == 1
+
+
+def test_the_resync_interval_is_seconds_or_a_go_duration() -> None:
+    assert GateSourceRequest.from_args({"hook_owner": "ctl", "resync_interval": "5m"}).resync_interval == 300
+    assert GateSourceRequest.from_args({"hook_owner": "ctl", "resync_interval": "90"}).resync_interval == 90

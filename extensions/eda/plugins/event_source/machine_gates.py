@@ -58,9 +58,9 @@ options:
     type: str
     description: Watch only this Machine API (for example V(cluster.x-k8s.io/v1beta2)); default every flavour served.
   resync_interval:
-    type: int
-    description: Seconds between full reads of the Machines, announcing every gate again; V(0) only on start and after a
-      lost watch. Default V(300).
+    type: raw
+    description: Seconds (or a Go duration such as V(5m)) between full reads of the Machines, announcing every gate again;
+      V(0) only on start and after a lost watch. Default V(300).
   kubeconfig:
     type: path
     description: Path of a kubeconfig file (or C(K8S_AUTH_KUBECONFIG)).
@@ -210,7 +210,7 @@ def cli_args(argv: list[str] | None = None) -> dict[str, Any]:
         elif name in _BOOLEANS:
             parser.add_argument(f"--{name.replace('_', '-')}", dest=name, type=_boolean, metavar="true|false")
         elif name == "resync_interval":
-            parser.add_argument("--resync-interval", dest=name, type=int, metavar="SECONDS")
+            parser.add_argument("--resync-interval", dest=name, metavar="DURATION")
         elif name != "proxy_headers":
             parser.add_argument(f"--{name.replace('_', '-')}", dest=name)
     return {name: value for name, value in vars(parser.parse_args(argv)).items() if value is not None}
