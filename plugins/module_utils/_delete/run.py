@@ -43,10 +43,12 @@ from ansible_collections.lifecycle.machine.plugins.module_utils._machine.api imp
     require_namespace,
 )
 from ansible_collections.lifecycle.machine.plugins.module_utils._machine.controller import (
+    AUTO,
     COLLECTION,
     CONTROLLER,
     Actor,
     controller_progress,
+    done_message,
     following_message,
     predicted_actor,
     timeout_message,
@@ -55,7 +57,7 @@ from ansible_collections.lifecycle.machine.plugins.module_utils._machine.control
 from ansible_collections.lifecycle.machine.plugins.module_utils._machine.flavour import flavour_for
 from ansible_collections.lifecycle.machine.plugins.module_utils._machine.selection import MachineSelection
 from ansible_collections.lifecycle.machine.plugins.module_utils._mark.run import mark_for_deletion
-from ansible_collections.lifecycle.machine.plugins.module_utils._terminate.logic import STEP_NODE
+from ansible_collections.lifecycle.machine.plugins.module_utils._terminate.logic import NODE_DELETION_FAILED, STEP_NODE
 from ansible_collections.lifecycle.machine.plugins.module_utils._terminate.run import TerminateRequest, terminate_machine
 from ansible_collections.lifecycle.machine.plugins.module_utils._workload.api import check_node_side
 
@@ -146,7 +148,7 @@ class MachineDeletion:
         Machine controllers requeue, it is tried again every ``wait_sleep`` while the
         terminate budget lasts; each try also looks at the node-deletion timeout,
         which, once passed, lets the workflow go on without the Node (True: retried)."""
-        if result.get("next_step") != STEP_NODE or not message.startswith("Failed to delete Node "):
+        if result.get("next_step") != STEP_NODE or not message.startswith(NODE_DELETION_FAILED):
             return False
         if final and budget_left(self.clock, self.key, TERMINATE, timeout, time.time()) <= 0:
             return False
@@ -215,7 +217,7 @@ class MachineDeletion:
     def controller_took_over(self) -> bool:
         """Between the drain and the termination, once more: a controller that
         answered late (auto) carries out the rest, followed, not raced."""
-        if self.request.machine_controller != "auto" or self.outcome.status in (FAILED, DONE):
+        if self.request.machine_controller != AUTO or self.outcome.status in (FAILED, DONE):
             return False
         machine = self.read()
         if machine is None:
@@ -237,15 +239,13 @@ class MachineDeletion:
             return
         flavour = flavour_for(machine) if machine is not None else None
         while True:
-            progress = controller_progress(machine, flavour) if flavour is not None else controller_progress(None, None)
-            if progress["phase"] == "gone":
-                outcome.status, outcome.step = DONE, "release"
-                outcome.message = f"deleted by its controller{f' ({actor.manager})' if actor.manager else ''}"
-                outcome.drain = {**(outcome.drain or {}), "completed": True, "carried_out_by": CONTROLLER}
-                return
+            progress = controller_progress(machine, flavour)
             phase = progress["phase"]
-            if phase == TERMINATE:
+            if phase != DRAIN:  # the terminate phase, or gone: the drain is behind it
                 outcome.drain = {**(outcome.drain or {}), "completed": True, "carried_out_by": CONTROLLER}
+            if phase == "gone":
+                outcome.status, outcome.step, outcome.message = DONE, "release", done_message(actor)
+                return
             outcome.step = phase
             timeout = request.drain_timeout if phase == DRAIN else request.terminate_timeout
             seconds, final = self.seconds(phase, timeout)

@@ -395,6 +395,9 @@ class DrainRun:
         try:
             if request.machine:
                 self.load_machine()
+                followed = self.followed()
+                if followed is not None:
+                    return followed
             flavour = self.recorder.flavour if self.recorder is not None else None
             self.passes = DrainPasses(self.api, request, inline_rules=inline_rules, deadline=self.deadline, flavour=flavour, node_side=self.node_api)
             if self.gate is not None:
@@ -439,6 +442,28 @@ class DrainRun:
             slice_end=self.slice_end,
             node_side=self.node_api,
         )
+
+    def followed(self) -> dict | None:
+        """A Machine its live controller is deleting is not drained here: the controller's
+        drain is followed (nothing written), on the Machine the run read and within the
+        task's deadline; None when the collection drains."""
+        request = self.request
+        if request.state != DRAINED or request.machine_controller == ABSENT:
+            return None
+        followed = followed_deletion(
+            self.api,
+            self.machine,
+            request.machine_controller,
+            request.controller_grace,
+            "drain",
+            wait=request.waits,
+            wait_timeout=request.wait_timeout,
+            deadline=self.deadline,
+        )
+        if followed is None:
+            return None
+        self.report.node_name = self.recorder.flavour.node_name(self.machine)
+        return self.result(followed.pop("completed"), followed.pop("message"), **followed)
 
     def machine_checks(self, first: bool) -> dict | None:
         """Before each pass: the Machine's skips, gates and start time; a final result when the task stops here."""
@@ -587,13 +612,4 @@ class DrainRun:
 def run_drain(api: KubeApi, request: DrainRequest) -> dict:
     """Run one machine_drain task; the module result, or MachineError with the partial result.
     A Machine being deleted by its live controller is not drained: the controller's drain is followed."""
-    if request.machine and request.namespace and request.state == DRAINED and request.machine_controller != ABSENT:
-        normalize_rules(request.rules)  # bad inline rules fail before anything is read
-        machine = get_machine(api, request.namespace, request.machine, request.api_version)
-        followed = followed_deletion(
-            api, machine, request.machine_controller, request.controller_grace, "drain", wait=request.waits, wait_timeout=request.wait_timeout
-        )
-        if followed is not None:
-            node = flavour_for(machine).node_name(machine) if machine is not None else None
-            return {**followed, "node": node, "evicted": [], "api_requests": api.total_requests}
     return DrainRun(api, request).run()

@@ -27,6 +27,7 @@ from ansible_collections.lifecycle.machine.plugins.module_utils._machine.control
     UNDECIDED,
     Actor,
     controller_progress,
+    done_message,
     following_message,
     timeout_message,
     who_deletes,
@@ -500,23 +501,29 @@ def follow_controller(api: KubeApi, machine: dict, flavour: Flavour, phase: str,
     return current, controller_progress(current, flavour), finished
 
 
-def followed_deletion(api: KubeApi, machine: dict | None, setting: str, grace: float, phase: str, *, wait: bool, wait_timeout: float) -> dict | None:
+def followed_deletion(
+    api: KubeApi, machine: dict | None, setting: str, grace: float, phase: str, *, wait: bool, wait_timeout: float, deadline: float | None = None
+) -> dict | None:
     """For machine_drain (``phase`` drain) and machine_terminate (``phase``
     terminate) on a Machine being deleted: None when the collection carries the
     deletion out (the step runs as usual); otherwise the live controller is
     followed - nothing is written - until the phase is behind it (or, without
     ``wait``, as it stands now), and the part of the result that says so.
-    MachineError when the controller does not finish the phase in ``wait_timeout``
-    seconds, or is still being looked for when the time is up."""
+    ``deadline`` is the task's (an ``api.monotonic()`` instant, its fork's);
+    without one, ``wait_timeout`` from now. MachineError when the controller does
+    not finish the phase in time, or is still being looked for when the time is up."""
     if machine is None or not is_deleting(machine) or setting == ABSENT:
         return None
-    deadline = api.monotonic() + (wait_timeout if wait else 0)
+    if not wait:
+        deadline = api.monotonic()
+    elif deadline is None:
+        deadline = api.monotonic() + wait_timeout
     current, actor = actor_of(api, machine, setting, grace, deadline=deadline)
     if actor.who == COLLECTION:
         return None
-    flavour = flavour_for(machine)
     if actor.who == UNDECIDED:
-        raise MachineError(f"Machine {machine_key(machine)}: {actor.reason}; nothing was done, run again", carried_out_by=UNDECIDED)
+        raise MachineError(f"Machine {machine_label(machine)}: {actor.reason}; nothing was done, run again", carried_out_by=UNDECIDED)
+    flavour = flavour_for(machine)
     if current is None:
         progress, done = controller_progress(None, flavour), True
     else:
@@ -526,14 +533,9 @@ def followed_deletion(api: KubeApi, machine: dict | None, setting: str, grace: f
         "carried_out_by": CONTROLLER,
         "controller": actor.manager or None,
         "completed": done,
-        "message": following_message(actor, progress) if progress["phase"] != "gone" else f"deleted by its controller ({actor.manager})",
+        "message": done_message(actor) if progress["phase"] == "gone" else following_message(actor, progress),
         "controller_progress": progress,
     }
     if not done and wait:
-        raise MachineError(f"Machine {machine_key(machine)}: {timeout_message(actor, progress, int(wait_timeout))}", timed_out=True, **result)
+        raise MachineError(f"Machine {machine_label(machine)}: {timeout_message(actor, progress, int(wait_timeout))}", timed_out=True, **result)
     return result
-
-
-def machine_key(machine: dict) -> str:
-    meta = machine.get("metadata") or {}
-    return f"{meta.get('namespace')}/{meta.get('name')}"

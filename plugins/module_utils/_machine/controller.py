@@ -145,10 +145,11 @@ def _first_line(text: str) -> str:
     return (text or "").strip().splitlines()[0].rstrip(":") if (text or "").strip() else ""
 
 
-def controller_progress(machine: dict | None, flavour: Flavour) -> dict:
+def controller_progress(machine: dict | None, flavour: Flavour | None) -> dict:
     """Where a live controller stands with a Machine's deletion, from what it
-    wrote: ``{"phase": drain|terminate|gone, "drained": bool, "reason", "message"}``."""
-    if machine is None:
+    wrote: ``{"phase": drain|terminate|gone, "drained": bool, "reason", "message"}``
+    (a Machine that is gone needs no flavour)."""
+    if machine is None or flavour is None:
         return {"phase": "gone", "drained": True, "reason": "", "message": "the Machine is gone"}
     drained = flavour.drained(machine)
     if flavour.name == OPENSHIFT:
@@ -178,6 +179,11 @@ def following_message(actor: Actor, progress: dict) -> str:
     """The line an operator reads while the controller carries a Machine's deletion out."""
     who = f"its controller ({actor.manager})" if actor.manager else "its controller"
     return "\n".join([f"{who} is deleting it: {progress['message']}", *progress.get("details", [])])
+
+
+def done_message(actor: Actor) -> str:
+    """What a followed deletion reads once the Machine is gone."""
+    return f"deleted by its controller{f' ({actor.manager})' if actor.manager else ''}"
 
 
 def timeout_message(actor: Actor, progress: dict, timeout: int) -> str:

@@ -101,6 +101,8 @@ STEP_INFRASTRUCTURE = "infrastructure"
 STEP_BOOTSTRAP = "bootstrap"
 STEP_INSTANCE = "instance"
 STEP_NODE = "node"
+# How the failure of a Node deletion whose retries are spent begins (machine_delete tries again on it).
+NODE_DELETION_FAILED = "Failed to delete Node "
 STEP_RELEASE = "release"
 
 # Step status.

@@ -32,6 +32,7 @@ from ansible_collections.lifecycle.machine.plugins.module_utils._terminate.logic
     DELETE_INFRASTRUCTURE,
     DELETE_NODE,
     FINISHED,
+    NODE_DELETION_FAILED,
     OBSERVE_BOOTSTRAP,
     OBSERVE_INFRASTRUCTURE,
     OBSERVE_VOLUMES,
@@ -50,6 +51,7 @@ from ansible_collections.lifecycle.machine.plugins.module_utils._terminate.logic
     timeout_message,
 )
 from ansible_collections.lifecycle.machine.plugins.module_utils._terminate.report import Report, gone_result, node_key, object_key, unread_result
+from ansible_collections.lifecycle.machine.plugins.module_utils._terminate.stalls import node_deletion_blocker
 from ansible_collections.lifecycle.machine.plugins.module_utils._timeutil import now
 from ansible_collections.lifecycle.machine.plugins.module_utils._workload import api as workload
 
@@ -221,8 +223,8 @@ class Termination:
             self.node_abandoned = facts.node_deletion_abandoned = outcome.abandoned
             self.report.note(f"give up deleting Node {node_name}")
             return facts
-        self.report.block(STEP_NODE, f"deleting Node {node_name} failed: {outcome.error}")
-        raise MachineError(f"Failed to delete Node {node_name} of Machine {self.label}: {outcome.error}", **self.result())
+        self.report.block(STEP_NODE, f"deleting Node {node_name} failed: {outcome.error}", node_deletion_blocker(node_name, outcome.error))
+        raise MachineError(f"{NODE_DELETION_FAILED}{node_name} of Machine {self.label}: {outcome.error}", **self.result())
 
     def release(self, facts: Facts) -> Facts:
         finalizer = self.flavour.finalizer

@@ -171,3 +171,12 @@ def test_entries_of_machine_info_and_machine_delete_are_accepted_as_they_are() -
     assert set(info) <= ENTRY_FIELDS
     assert set(outcome) <= ENTRY_FIELDS
     assert option_errors({**PARAMS, "machines": [info]}) == []
+
+
+def test_who_carries_out_the_deletion_is_checked_with_the_other_options() -> None:
+    assert any("machine_controller must be one of auto, live, absent" in e for e in option_errors({**PARAMS, "machine_controller": "on"}))
+    assert any("controller_grace" in e for e in option_errors({**PARAMS, "controller_grace": -1}))
+    request = DeleteRequest.from_params({**PARAMS, "workload_cluster": {}, "machine_controller": "live", "controller_grace": 3}, False, 1000.0)
+    assert (request.machine_controller, request.controller_grace) == ("live", 3)
+    with pytest.raises(MachineError):
+        DeleteRequest.from_params({**PARAMS, "machine_controller": "maybe"}, False, 1000.0)

@@ -7,8 +7,7 @@ import datetime as _dt
 
 import pytest
 
-from ansible_collections.lifecycle.machine.plugins.module_utils._delete.logic import IN_PROGRESS, DeleteRequest, Outcome, option_errors, progress_lines
-from ansible_collections.lifecycle.machine.plugins.module_utils._errors import MachineError
+from ansible_collections.lifecycle.machine.plugins.module_utils._delete.logic import IN_PROGRESS, Outcome, progress_lines
 from ansible_collections.lifecycle.machine.plugins.module_utils._machine.controller import (
     COLLECTION,
     CONTROLLER,
@@ -102,32 +101,6 @@ def test_openshift_progress_follows_its_conditions() -> None:
     assert progress["phase"] == "drain" and progress["message"].startswith("Drainable False: HookPresent")
     drained = machine(api_version="machine.openshift.io/v1beta1", status={"phase": "Deleting", "conditions": [{"type": "Drained", "status": "True"}]})
     assert controller_progress(drained, flavour_for(drained))["phase"] == "terminate"
-
-
-def test_machine_delete_refuses_an_unknown_setting_and_a_negative_grace() -> None:
-    base = {"machines": [{"name": "m", "namespace": "ns"}]}
-    assert any("machine_controller must be one of auto, live, absent" in e for e in option_errors({**base, "machine_controller": "on"}))
-    assert any("controller_grace" in e for e in option_errors({**base, "controller_grace": -1}))
-    params = {
-        **base,
-        "rules": [],
-        "use_cluster_rules": True,
-        "grace_period": None,
-        "drain_timeout": 60,
-        "terminate_timeout": 60,
-        "wait_sleep": 2,
-        "instance_terminated": [],
-        "clock": {},
-        "progress_interval": 0,
-        "concurrency": 1,
-        "workload_cluster": {},
-        "machine_controller": "live",
-        "controller_grace": 3,
-    }
-    request = DeleteRequest.from_params(params, False, DELETED_AT)
-    assert (request.machine_controller, request.controller_grace) == ("live", 3)
-    with pytest.raises(MachineError):
-        DeleteRequest.from_params({**params, "machine_controller": "maybe"}, False, DELETED_AT)
 
 
 def test_a_followed_drain_shows_what_the_controller_lists_in_the_progress_lines() -> None:
