@@ -1,7 +1,9 @@
 """Benchmark (a script, not a test): delete 1 and then 20 Cluster API Machines
 (3 Pods each, on their own kwok Nodes, with infrastructure and bootstrap
 objects) with playbooks/delete_machine.yml in one run each, and print the
-wall times and their ratio (target: deleting 20 costs at most 1.5 x one).
+wall times and their ratio (target: deleting 20 costs at most 1.5 x one),
+and, from the control plane's audit log, the collection's requests on each
+Machine (by verb) per Machine and per round (one machine_delete call).
 
     python benchmarks/delete_machines.py [--kubeconfig PATH] [--machines 20] [--concurrency 20]
 
@@ -12,6 +14,8 @@ at the end. With one, the objects it creates are deleted at the end.
 from __future__ import annotations
 
 import argparse
+import collections
+import datetime
 import json
 import os
 import subprocess
@@ -116,6 +120,33 @@ def delete(kubeconfig: str, namespace: str, run: str, concurrency: int) -> tuple
     return wall, proc.stdout
 
 
+def machine_requests(audit_log: Path, namespace: str, run: str, since: str) -> tuple[collections.Counter, int]:
+    """The collection's requests on the Machines of ``run`` (by verb, a watch apart from a list)
+    since ``since`` (an audit timestamp), and how many Machines they touched."""
+    verbs: collections.Counter = collections.Counter()
+    machines = set()
+    for line in audit_log.read_text().splitlines() if audit_log.exists() else []:
+        event = json.loads(line)
+        ref = event.get("objectRef") or {}
+        if ref.get("resource") != "machines" or ref.get("namespace") != namespace or event.get("requestReceivedTimestamp", "") < since:
+            continue
+        if not (event.get("userAgent") or "").startswith("lifecycle.machine") or not str(ref.get("name") or "").startswith(run):
+            continue
+        verbs[f"{event['verb']}{'/' + ref['subresource'] if ref.get('subresource') else ''}"] += 1
+        machines.add(ref["name"])
+    return verbs, len(machines)
+
+
+def rounds_of(stdout: str) -> int:
+    """How many machine_delete calls (rounds) the playbook made: one progress report each."""
+    return max(1, stdout.count(" Machines after ") + stdout.count(" Machine after "))
+
+
+def audit_now() -> str:
+    """Now, as the audit log writes its timestamps (so they compare as text)."""
+    return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
 def benchmark(kubeconfig: str, count: int, concurrency: int) -> int:
     kube = api_from_kubeconfig(kubeconfig)
     cluster_tool.set_capi_generation(cluster_tool.state_from_kubeconfig(Path(kubeconfig)), "v1beta2")
@@ -128,6 +159,7 @@ def benchmark(kubeconfig: str, count: int, concurrency: int) -> int:
             run = f"r{machines}-{suffix}"
             log(f"setting up {machines} Machine(s), {PODS_PER_MACHINE} Pods each ...")
             setup(kube, kubeconfig, namespace, run, machines)
+            since = audit_now()
             wall, stdout = delete(kubeconfig, namespace, run, concurrency)
             if os.environ.get("LM_BENCH_VERBOSE"):
                 log(stdout[-2500:])
@@ -136,6 +168,11 @@ def benchmark(kubeconfig: str, count: int, concurrency: int) -> int:
                 raise SystemExit(f"{len(left)} Machines were not deleted")
             walls[machines] = wall
             log(f"deleted {machines} Machine(s) in {wall:.1f} s (ansible-playbook, start to end)")
+            verbs, touched = machine_requests(Path(kubeconfig).parent / "audit.log", namespace, run, since)
+            if touched:
+                rounds = rounds_of(stdout)
+                per_machine = ", ".join(f"{verb} {n / touched:.1f}" for verb, n in sorted(verbs.items()))
+                log(f"  the collection's requests on each Machine (audit log), per Machine: {per_machine}; {rounds} round(s)")
         ratio = walls[count] / walls[1]
         log("")
         log(f"{'Machines':>9} {'wall time':>10}")
