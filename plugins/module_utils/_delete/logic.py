@@ -18,6 +18,7 @@ import re
 from dataclasses import dataclass, field
 
 from ansible_collections.lifecycle.machine.plugins.module_utils._drain.rules import normalize_rules
+from ansible_collections.lifecycle.machine.plugins.module_utils._machine.blockers import NEEDS_ACTION, NEVER
 from ansible_collections.lifecycle.machine.plugins.module_utils._machine.controller import AUTO, DEFAULT_GRACE, SETTINGS
 from ansible_collections.lifecycle.machine.plugins.module_utils._options.logic import Bound, bound_errors, invalid_names, invalid_options, seconds
 from ansible_collections.lifecycle.machine.plugins.module_utils._workload.logic import WorkloadSettings, workload_settings
@@ -80,6 +81,7 @@ ENTRY_FIELDS = frozenset(
         "terminate",
         "carried_out_by",
         "controller",
+        "blockers",
     )
 )
 
@@ -248,18 +250,28 @@ class Outcome:
             "terminate": self.terminate,
             "carried_out_by": self.carried_out_by,
             "controller": self.controller,
+            "blockers": self.blockers,
         }
+
+    @property
+    def blockers(self) -> list[dict]:
+        """What holds the Machine now (docs/stalls.md): what the step it stands at reported."""
+        if self.status in (DONE, PLANNED):
+            return []
+        if self.step != DRAIN and self.terminate is not None:
+            return list(self.terminate.get("blockers") or [])
+        return list((self.drain or {}).get("blockers") or [])
 
 
 def drain_summary(result: dict) -> dict:
     """The part of a machine_drain result worth keeping per Machine."""
-    keys = ("node", "completed", "message", "evicted", "batches", "passes", "skipped_reason", "started_at", "elapsed_seconds", "api_requests")
+    keys = ("node", "completed", "message", "evicted", "batches", "passes", "skipped_reason", "started_at", "elapsed_seconds", "api_requests", "blockers")
     return {key: result[key] for key in keys if key in result}
 
 
 def terminate_summary(result: dict) -> dict:
     """The part of a machine_terminate result worth keeping per Machine."""
-    keys = ("steps", "next_step", "blocked_by", "released", "gone", "awaiting_instance_termination", "actions")
+    keys = ("steps", "next_step", "blocked_by", "released", "gone", "awaiting_instance_termination", "actions", "blockers")
     return {key: result[key] for key in keys if key in result}
 
 
@@ -310,4 +322,22 @@ def progress_lines(outcomes: list[Outcome], elapsed: float, *, clock: dict | Non
             lines.extend(f"    {line}" for line in detail.splitlines()[:6] if line.strip())
         elif detail:
             lines.append(f"    {detail.splitlines()[0]}")
+        lines.extend(f"    {line}" for line in blocker_lines(outcome.blockers))
+    return lines
+
+
+# At most this many blockers per Machine in a progress report: the gravest first.
+MAX_BLOCKER_LINES = 3
+_GRAVITY = {NEVER: 0, NEEDS_ACTION: 1}
+
+
+def blocker_lines(blockers: list[dict]) -> list[str]:
+    """The blockers that need someone, or can never clear, as progress lines (docs/stalls.md)."""
+    grave = sorted((b for b in blockers if b.get("verdict") in _GRAVITY), key=lambda b: _GRAVITY[b["verdict"]])
+    lines = []
+    for blocker in grave[:MAX_BLOCKER_LINES]:
+        since = f" since {blocker['since']}" if blocker.get("since") else ""
+        lines.append(f"! {blocker['verdict']}: {blocker['kind']} {blocker['object']}{since}: {blocker['reason']}")
+    if len(grave) > MAX_BLOCKER_LINES:
+        lines.append(f"! and {len(grave) - MAX_BLOCKER_LINES} more (see the result's blockers)")
     return lines

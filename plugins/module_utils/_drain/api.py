@@ -259,6 +259,43 @@ def evict_pods(
     return outcome
 
 
+def _evict_batch(
+    api: KubeApi,
+    result: DrainPass,
+    to_evict: list[dict],
+    *,
+    grace_period: int | None,
+    disable_eviction: bool,
+    act: bool,
+    watched_budgets: list[dict] | None,
+    memory: EvictionMemory | None,
+) -> None:
+    """Evict the current batch of a pass into ``result.outcome`` (see :func:`drain_pass`)."""
+    # A Pod whose eviction failed other than by a budget's refusal is asked again only
+    # after Cluster API's drain retry interval, never in a tight loop.
+    held = memory.held_back(to_evict, api.monotonic()) if act and memory is not None else {}
+    to_evict = [pod for pod in to_evict if pod_key(pod) not in held]
+    budgets = watched_budgets
+    if budgets is None:
+        budgets = list_budgets(api) if len(to_evict) > 1 and not disable_eviction else []
+    result.outcome = evict_pods(
+        api,
+        to_evict,
+        grace_period=grace_period,
+        disable_eviction=disable_eviction,
+        dry_run=not act,
+        budgets=budgets,
+        predict=watched_budgets is not None,
+    )
+    if act and memory is not None:
+        memory.remember(to_evict, result.outcome, now=api.monotonic())
+    for key, message in sorted(held.items()):
+        result.outcome.failures.setdefault(message, []).append(key)
+    if result.outcome.failures and watched_budgets is None and not budgets and not disable_eviction:
+        budgets = list_budgets(api)  # what the refusing budgets need and have: the result says why the drain waits
+    result.budgets = list(budgets)
+
+
 def drain_pass(
     api: KubeApi,
     node_name: str,
@@ -323,26 +360,16 @@ def drain_pass(
     if result.unreachable and grace_period is None:
         # Its kubelet will never confirm: don't wait for the Pods' own grace periods.
         grace_period = UNREACHABLE_GRACE_PERIOD_SECONDS
-    # A Pod whose eviction failed other than by a budget's refusal is asked again only
-    # after Cluster API's drain retry interval, never in a tight loop.
-    held = memory.held_back(to_evict, api.monotonic()) if act and memory is not None else {}
-    to_evict = [pod for pod in to_evict if pod_key(pod) not in held]
-    budgets = watched_budgets
-    if budgets is None:
-        budgets = list_budgets(api) if len(to_evict) > 1 and not disable_eviction else []
-    result.outcome = evict_pods(
+    _evict_batch(
         api,
+        result,
         to_evict,
         grace_period=grace_period,
         disable_eviction=disable_eviction,
-        dry_run=not act,
-        budgets=budgets,
-        predict=watched_budgets is not None,
+        act=act,
+        watched_budgets=watched_budgets,
+        memory=memory,
     )
-    if act and memory is not None:
-        memory.remember(to_evict, result.outcome, now=api.monotonic())
-    for key, message in sorted(held.items()):
-        result.outcome.failures.setdefault(message, []).append(key)
     result.message = progress_message(started_at, result.plan, result.outcome.failures, result.outcome.gone)
     return result
 

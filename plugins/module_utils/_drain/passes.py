@@ -29,6 +29,7 @@ class DrainPass:
     node: dict | None
     pods: list[dict] = field(default_factory=list)  # the Pods as this pass saw them
     budget_versions: dict = field(default_factory=dict)  # key -> resourceVersion of the budgets it decided on (watched passes)
+    budgets: list[dict] = field(default_factory=list)  # the PodDisruptionBudgets as the pass saw them (read when one refused)
     decisions: list[PodDecision] = field(default_factory=list)
     plan: DrainPlan | None = None
     outcome: EvictionOutcome = field(default_factory=EvictionOutcome)

@@ -14,9 +14,11 @@ from ansible_collections.lifecycle.machine.plugins.module_utils._drain.logic imp
 from ansible_collections.lifecycle.machine.plugins.module_utils._drain.passes import DrainPass
 from ansible_collections.lifecycle.machine.plugins.module_utils._drain.request import DRAINED, DrainRequest
 from ansible_collections.lifecycle.machine.plugins.module_utils._drain.rules import DRAIN
+from ansible_collections.lifecycle.machine.plugins.module_utils._drain.stalls import drain_blockers
+from ansible_collections.lifecycle.machine.plugins.module_utils._machine.blockers import Blocker, as_dicts
 from ansible_collections.lifecycle.machine.plugins.module_utils._machine.flavour import Flavour, is_deleting
 from ansible_collections.lifecycle.machine.plugins.module_utils._machine.nodes import is_unschedulable
-from ansible_collections.lifecycle.machine.plugins.module_utils._timeutil import rfc3339
+from ansible_collections.lifecycle.machine.plugins.module_utils._timeutil import now, rfc3339
 
 
 def with_unschedulable(node: dict, unschedulable: bool) -> dict:
@@ -87,10 +89,13 @@ class DrainReport:
         self.ledger = PodLedger()
         self.node_before: dict | None = None
         self.node_after: dict | None = None
+        # What holds the drain after its last pass (docs/stalls.md).
+        self.blockers: list[Blocker] = []
 
     def record_pass(self, drain: DrainPass, act: bool) -> None:
         """A pass over the Node (``act`` False: one that wrote nothing)."""
         self.passes += 1
+        self.blockers = drain_blockers(drain, drain.budgets, now())
         if self.node_before is None:
             self.node_before = drain.node
         self.node_after = drain.node
@@ -128,6 +133,7 @@ class DrainReport:
             "started_at": rfc3339(self.started_at),
             "elapsed_seconds": round(elapsed, 1),
             "api_requests": api_requests,
+            "blockers": [] if completed else as_dicts(self.blockers),
             **extra,
         }
         if self.node_after is not None:

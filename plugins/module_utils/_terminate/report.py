@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import datetime as _dt
 
+from ansible_collections.lifecycle.machine.plugins.module_utils._machine.blockers import Blocker, as_dicts
 from ansible_collections.lifecycle.machine.plugins.module_utils._machine.flavour import Flavour, ObjectRef
 from ansible_collections.lifecycle.machine.plugins.module_utils._terminate.logic import (
     AWAIT_INSTANCE,
@@ -19,12 +20,14 @@ from ansible_collections.lifecycle.machine.plugins.module_utils._terminate.logic
     DONE,
     FINISHED,
     SKIPPED,
+    STEP_NODE,
     STEP_RELEASE,
     Decision,
     Facts,
     hook_dicts,
     snapshot,
 )
+from ansible_collections.lifecycle.machine.plugins.module_utils._terminate.stalls import node_deletion_blocker, terminate_blockers
 from ansible_collections.lifecycle.machine.plugins.module_utils._timeutil import rfc3339
 
 
@@ -97,6 +100,10 @@ class Report:
         self.decision: Decision | None = None
         self.live: Decision | None = None
         self.facts: Facts | None = None
+        # The volume wait as last observed: once the Machine records it finished, later decisions no longer read it.
+        self.observed_volumes: dict | None = None
+        # What holds the Machine besides what the last decision says (a failed Node deletion).
+        self.blockers: list[Blocker] = []
 
     # -- what the run did and saw ------------------------------------------------
     def note(self, text: str) -> None:
@@ -125,12 +132,22 @@ class Report:
         self.decision, self.facts = decision, facts
         if decision.action != FINISHED:
             self.live = decision
+        if facts.volumes is not None and decision.volumes is not None:
+            self.observed_volumes = decision.volumes
 
     def block(self, name: str, reason: str) -> None:
-        """Report step ``name`` as blocked (an error stopped it)."""
+        """Report step ``name`` as blocked (an error stopped it), and what blocks it."""
+        if name == STEP_NODE:
+            self.blockers.append(node_deletion_blocker(self.flavour.node_name(self.machine or self.first_seen) or "", reason))
         for step in self.decision.steps if self.decision else []:
             if step.name == name:
                 step.status, step.reason = BLOCKED, reason
+
+    def current_blockers(self) -> list[Blocker]:
+        """What holds the Machine where the run stopped (docs/stalls.md)."""
+        if self.decision is None or self.facts is None:
+            return list(self.blockers)
+        return terminate_blockers(self.decision, self.facts, self.flavour) + self.blockers
 
     # -- the result ------------------------------------------------------------------
     @property
@@ -167,12 +184,15 @@ class Report:
         volumes = decision.volumes if decision else None
         if decision is not None and decision.action == FINISHED and self.live is not None:
             volumes = self.live.volumes
+        if volumes and self.observed_volumes and not volumes.get("skipped") and not volumes.get("waiting"):
+            volumes = self.observed_volumes  # what the finished wait saw, not the bare record of it
         result = {
             "changed": self.changed,
             "machine": describe(machine, self.first_seen, self.flavour),
             "steps": steps,
             "next_step": next((entry["name"] for entry in steps if entry["status"] not in (DONE, SKIPPED)), None),
             "blocked_by": hook_dicts(decision.blocked_by) if decision else [],
+            "blockers": as_dicts(self.current_blockers()),
             "volumes": volumes,
             "released": gone or bool(decision and decision.released),
             "gone": gone,

@@ -35,6 +35,7 @@ MACHINE = machine_path()
 EVENTS = f"/api/v1/namespaces/{NS}/events"
 RESULT_KEYS = {
     "changed",
+    "blockers",
     "state",
     "node",
     "completed",

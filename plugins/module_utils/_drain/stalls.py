@@ -1,0 +1,148 @@
+# Copyright: lifecycle.machine contributors
+# Apache License 2.0 (see LICENSE)
+"""What holds a drain after a pass, and whether it can ever clear (pure;
+docs/stalls.md): refused evictions with the refusing budget's numbers, Pods
+two budgets select, Pods terminating (past their grace, held by finalizers),
+Pods waited for to complete, an unreachable Node.
+
+"Never" is said only when the cluster's state proves it: a budget that allows
+no disruption while every Pod it expects is healthy (its selected Pods can only
+go if someone changes the budget or the workload), or one whose spec allows
+none at all (``maxUnavailable: 0``, ``minAvailable: 100%``); a Pod two budgets
+select, which the eviction API refuses whatever the budgets allow.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+
+from ansible_collections.lifecycle.machine.plugins.module_utils._drain.budgets import covering_budgets
+from ansible_collections.lifecycle.machine.plugins.module_utils._drain.evictions import TERMINATING_NAMESPACE_MESSAGE
+from ansible_collections.lifecycle.machine.plugins.module_utils._drain.logic import PDB_MESSAGE
+from ansible_collections.lifecycle.machine.plugins.module_utils._drain.passes import DrainPass
+from ansible_collections.lifecycle.machine.plugins.module_utils._drain.pods import pod_key
+from ansible_collections.lifecycle.machine.plugins.module_utils._machine.blockers import (
+    CLEARS,
+    KIND_BUDGET,
+    KIND_EVICTION_ERROR,
+    KIND_FINALIZER,
+    KIND_NAMESPACE_TERMINATING,
+    KIND_TERMINATING,
+    KIND_TERMINATING_PAST_GRACE,
+    KIND_TWO_BUDGETS,
+    KIND_UNREACHABLE_NODE,
+    KIND_WAIT_COMPLETED,
+    NEEDS_ACTION,
+    NEVER,
+    PHASE_DRAIN,
+    Blocker,
+)
+from ansible_collections.lifecycle.machine.plugins.module_utils._timeutil import parse_time, rfc3339
+
+# The eviction API's answer (500) for a Pod more than one budget selects.
+TWO_BUDGETS_WORDS = "more than one PodDisruptionBudget"
+
+
+def budget_evidence(budget: dict) -> dict:
+    """What a budget says of itself: what it needs, what it has, what it allows."""
+    spec, status = budget.get("spec") or {}, budget.get("status") or {}
+    meta = budget.get("metadata") or {}
+    evidence = {
+        "budget": f"{meta.get('namespace')}/{meta.get('name')}",
+        "needed_healthy": status.get("desiredHealthy"),
+        "healthy": status.get("currentHealthy"),
+        "expected_pods": status.get("expectedPods"),
+        "disruptions_allowed": status.get("disruptionsAllowed"),
+    }
+    for key, name in (("minAvailable", "min_available"), ("maxUnavailable", "max_unavailable")):
+        if key in spec:
+            evidence[name] = spec[key]
+    return evidence
+
+
+def never_allows(budget: dict) -> str | None:
+    """Why ``budget`` can never allow an eviction as things stand; None when it may."""
+    spec, status = budget.get("spec") or {}, budget.get("status") or {}
+    if str(spec.get("maxUnavailable")) in ("0", "0%"):
+        return "its maxUnavailable is 0: it allows no eviction at all"
+    if str(spec.get("minAvailable")) == "100%":
+        return "its minAvailable is 100%: it allows no eviction at all"
+    expected, healthy, needed = (status.get(key) for key in ("expectedPods", "currentHealthy", "desiredHealthy"))
+    counted = all(isinstance(value, int) for value in (expected, healthy, needed)) and expected > 0
+    if counted and not status.get("disruptionsAllowed") and needed >= expected and healthy >= expected:
+        return f"it needs all {expected} of its Pods healthy and all are: no eviction is allowed until the budget or the workload changes"
+    return None
+
+
+def _budget_blockers(key: str, pod: dict | None, budgets: list[dict], message: str) -> list[Blocker]:
+    covering = covering_budgets(pod, budgets) if pod is not None else []
+    if not covering:
+        return [Blocker(PHASE_DRAIN, KIND_BUDGET, f"Pod {key}", CLEARS, f"a budget refuses its eviction for now: {message}")]
+    blockers = []
+    for budget in covering:
+        evidence = {"pod": key, **budget_evidence(budget)}
+        never = never_allows(budget)
+        if never:
+            blockers.append(Blocker(PHASE_DRAIN, KIND_BUDGET, f"Pod {key}", NEVER, f"budget {evidence['budget']}: {never}", evidence=evidence))
+        else:
+            reason = f"budget {evidence['budget']} allows another eviction once enough of its Pods are healthy again"
+            blockers.append(Blocker(PHASE_DRAIN, KIND_BUDGET, f"Pod {key}", CLEARS, reason, evidence=evidence))
+    return blockers
+
+
+def _failure_blockers(drain: DrainPass, budgets: list[dict]) -> list[Blocker]:
+    pods = {pod_key(pod): pod for pod in drain.pods}
+    blockers: list[Blocker] = []
+    for message, keys in sorted(drain.outcome.failures.items()):
+        for key in sorted(keys):
+            if message.startswith(PDB_MESSAGE):
+                blockers.extend(_budget_blockers(key, pods.get(key), budgets, message))
+            elif TWO_BUDGETS_WORDS in message:
+                covering = [budget_evidence(budget)["budget"] for budget in covering_budgets(pods[key], budgets)] if key in pods else []
+                reason = "the eviction API refuses a Pod more than one budget selects, whatever they allow: change the budgets so one selects it"
+                blockers.append(Blocker(PHASE_DRAIN, KIND_TWO_BUDGETS, f"Pod {key}", NEVER, reason, evidence={"budgets": covering, "answer": message}))
+            elif message == TERMINATING_NAMESPACE_MESSAGE:
+                reason = "its namespace is being deleted; the namespace controller deletes the Pod"
+                blockers.append(Blocker(PHASE_DRAIN, KIND_NAMESPACE_TERMINATING, f"Pod {key}", CLEARS, reason))
+            else:
+                reason = f"the API server refuses its eviction: {message}"
+                blockers.append(Blocker(PHASE_DRAIN, KIND_EVICTION_ERROR, f"Pod {key}", NEEDS_ACTION, reason, evidence={"answer": message}))
+    return blockers
+
+
+def _terminating_blocker(key: str, pod: dict, *, unreachable: bool, now: _dt.datetime) -> Blocker:
+    meta = pod.get("metadata") or {}
+    due = parse_time(meta.get("deletionTimestamp"))  # the API server sets it to the deletion's time plus the grace period
+    finalizers = list(meta.get("finalizers") or [])
+    since = rfc3339(due) if due is not None else None
+    if due is None or now < due:
+        grace_left = round((due - now).total_seconds()) if due is not None else None
+        return Blocker(PHASE_DRAIN, KIND_TERMINATING, f"Pod {key}", CLEARS, "it is within its grace period", evidence={"grace_left_seconds": grace_left})
+    past = round((now - due).total_seconds())
+    if finalizers:
+        reason = f"finalizers {', '.join(finalizers)} keep it {past} s past its grace; their controller, or someone, must remove them"
+        return Blocker(PHASE_DRAIN, KIND_FINALIZER, f"Pod {key}", NEEDS_ACTION, reason, since, {"finalizers": finalizers, "past_grace_seconds": past})
+    if unreachable:
+        reason = "its Node's kubelet cannot confirm; the drain lets it go once its deletion is old enough"
+        return Blocker(PHASE_DRAIN, KIND_UNREACHABLE_NODE, f"Pod {key}", CLEARS, reason, since, {"past_grace_seconds": past})
+    reason = f"its kubelet has not confirmed it gone {past} s past its grace"
+    return Blocker(PHASE_DRAIN, KIND_TERMINATING_PAST_GRACE, f"Pod {key}", CLEARS, reason, since, {"past_grace_seconds": past})
+
+
+def drain_blockers(drain: DrainPass, budgets: list[dict], now: _dt.datetime) -> list[Blocker]:
+    """What holds the drain after ``drain`` (none once it completed): its refused
+    evictions, with the budgets (``budgets``: the PodDisruptionBudgets as last seen)
+    that refused them, the Pods of its current batch still terminating, and those
+    waited for to complete."""
+    if drain.completed or drain.plan is None:
+        return []
+    blockers = _failure_blockers(drain, budgets)
+    pods = {pod_key(pod): pod for pod in drain.pods}
+    plan = drain.plan
+    for decision in plan.terminating:
+        if decision.order == plan.current_order and decision.key in pods:
+            blockers.append(_terminating_blocker(decision.key, pods[decision.key], unreachable=drain.unreachable, now=now))
+    for decision in plan.wait_completed_now:
+        reason = "the drain waits for it to complete, without evicting it"
+        blockers.append(Blocker(PHASE_DRAIN, KIND_WAIT_COMPLETED, f"Pod {decision.key}", CLEARS, reason, evidence={"phase": decision.phase}))
+    return blockers

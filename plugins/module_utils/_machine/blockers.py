@@ -1,0 +1,106 @@
+# Copyright: lifecycle.machine contributors
+# Apache License 2.0 (see LICENSE)
+"""What holds a Machine's deletion now (pure; docs/stalls.md): one
+:class:`Blocker` per thing that holds it, with the phase it holds, its kind,
+the object, since when, the evidence, and a verdict: it clears by itself,
+needs someone to act, or can never clear as things stand. The drain and the
+termination find their own (``_drain/stalls.py``, ``_terminate/stalls.py``);
+the hooks are found here, since both gates hold a Machine the same way."""
+
+from __future__ import annotations
+
+import datetime as _dt
+from dataclasses import dataclass, field
+from typing import Any
+
+from ansible_collections.lifecycle.machine.plugins.module_utils._machine.flavour import PRE_DRAIN, Flavour, Hook
+from ansible_collections.lifecycle.machine.plugins.module_utils._timeutil import rfc3339
+
+# Phases, in the order a deletion meets them.
+PHASE_PRE_DRAIN = "preDrain hook"
+PHASE_DRAIN = "drain"
+PHASE_VOLUMES = "volumes"
+PHASE_PRE_TERMINATE = "preTerminate hook"
+PHASE_INFRASTRUCTURE = "infrastructure"
+PHASE_NODE = "node"
+PHASE_CONTROLLER = "controller"
+
+# Kinds.
+KIND_HOOK = "hook"
+KIND_BUDGET = "budget refusal"
+KIND_TWO_BUDGETS = "two budgets"
+KIND_EVICTION_ERROR = "eviction error"
+KIND_TERMINATING = "pod terminating"
+KIND_TERMINATING_PAST_GRACE = "pod terminating past its grace"
+KIND_FINALIZER = "finalizer"
+KIND_NAMESPACE_TERMINATING = "namespace terminating"
+KIND_WAIT_COMPLETED = "wait-for-completion"
+KIND_UNREACHABLE_NODE = "unreachable node"
+KIND_VOLUME_ATTACHMENT = "volume attachment"
+KIND_INFRASTRUCTURE_FINALIZER = "infrastructure finalizer"
+KIND_NODE_DELETION_ERROR = "node deletion error"
+KIND_DRAIN_UNFINISHED = "drain unfinished"
+KIND_CONTROLLER = "controller"
+
+# Verdicts.
+CLEARS = "clears by itself"
+NEEDS_ACTION = "needs someone to act"
+NEVER = "can never clear as things stand"
+
+
+@dataclass(frozen=True)
+class Blocker:
+    """One thing that holds a Machine's deletion now."""
+
+    phase: str
+    kind: str
+    object: str
+    verdict: str
+    reason: str
+    since: str | None = None  # RFC 3339
+    evidence: dict[str, Any] = field(default_factory=dict)
+
+    def as_dict(self) -> dict:
+        return {
+            "phase": self.phase,
+            "kind": self.kind,
+            "object": self.object,
+            "since": self.since,
+            "evidence": dict(self.evidence),
+            "verdict": self.verdict,
+            "reason": self.reason,
+        }
+
+    def line(self) -> str:
+        """One line for a progress report."""
+        since = f" since {self.since}" if self.since else ""
+        return f"{self.phase}: {self.kind} {self.object}{since} ({self.verdict}: {self.reason})"
+
+
+def stamp(moment: _dt.datetime | None) -> str | None:
+    return rfc3339(moment) if moment is not None else None
+
+
+def hook_blockers(flavour: Flavour, machine: dict, point: str, hooks: list[Hook]) -> list[Blocker]:
+    """The hooks holding ``point``'s gate. Since when: where the flavour records the wait's start
+    (Cluster API's ``status.deletion``), else unknown. Only the hook's owner can let the gate open."""
+    phase = PHASE_PRE_DRAIN if point == PRE_DRAIN else PHASE_PRE_TERMINATE
+    since = stamp(flavour.hook_wait_started_at(machine, point))
+    blockers = []
+    for hook in hooks:
+        evidence = {"owner": hook.owner, "name": hook.name}
+        if hook.key:
+            evidence["annotation"] = hook.key
+        reason = f"its owner {hook.owner or '(none given)'} removes it once its work before the {point} gate is done"
+        blockers.append(Blocker(phase, KIND_HOOK, hook.key or hook.name, NEEDS_ACTION, reason, since, evidence))
+    return blockers
+
+
+def as_dicts(blockers: list[Blocker]) -> list[dict]:
+    return [blocker.as_dict() for blocker in blockers]
+
+
+def worst(blockers: list[dict]) -> str | None:
+    """The gravest verdict among ``blockers`` (dicts), None when there are none."""
+    verdicts = {blocker.get("verdict") for blocker in blockers}
+    return next((verdict for verdict in (NEVER, NEEDS_ACTION, CLEARS) if verdict in verdicts), None)

@@ -1,0 +1,111 @@
+"""What holds a drain after a pass, and the verdicts (pure)."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+from ansible_collections.lifecycle.machine.plugins.module_utils._drain.evictions import TERMINATING_NAMESPACE_MESSAGE
+from ansible_collections.lifecycle.machine.plugins.module_utils._drain.logic import PDB_MESSAGE, PodDecision, plan_drain
+from ansible_collections.lifecycle.machine.plugins.module_utils._drain.passes import DrainPass, EvictionOutcome
+from ansible_collections.lifecycle.machine.plugins.module_utils._drain.rules import DRAIN, WAIT_COMPLETED
+from ansible_collections.lifecycle.machine.plugins.module_utils._drain.stalls import drain_blockers, never_allows
+from ansible_collections.lifecycle.machine.plugins.module_utils._machine.blockers import CLEARS, NEEDS_ACTION, NEVER, worst
+
+NOW = dt.datetime(2026, 5, 1, 12, 0, tzinfo=dt.UTC)
+NS = "shop"
+
+
+def pod(name: str, app: str = "web", *, deleting_at: dt.datetime | None = None, finalizers: tuple[str, ...] = ()) -> dict:
+    meta: dict = {"name": name, "namespace": NS, "labels": {"app": app}, "uid": f"u-{name}"}
+    if deleting_at is not None:
+        meta["deletionTimestamp"] = deleting_at.strftime("%Y-%m-%dT%H:%M:%SZ")
+    if finalizers:
+        meta["finalizers"] = list(finalizers)
+    return {"metadata": meta, "spec": {"nodeName": "n1"}, "status": {"phase": "Running"}}
+
+
+def budget(name: str, app: str, *, spec: dict, expected: int, healthy: int, needed: int, allowed: int) -> dict:
+    status = {"expectedPods": expected, "currentHealthy": healthy, "desiredHealthy": needed, "disruptionsAllowed": allowed}
+    return {"metadata": {"name": name, "namespace": NS}, "spec": {"selector": {"matchLabels": {"app": app}}, **spec}, "status": status}
+
+
+def drain_of(pods: list[dict], decisions: list[PodDecision], failures: dict | None = None, unreachable: bool = False) -> DrainPass:
+    drain = DrainPass(node={"metadata": {"name": "n1"}}, pods=pods, decisions=decisions, unreachable=unreachable)
+    drain.plan = plan_drain(decisions)
+    drain.outcome = EvictionOutcome(failures=failures or {})
+    drain.message = "Drain not completed yet"
+    return drain
+
+
+def refusal(name: str) -> str:
+    return f"{PDB_MESSAGE} The disruption budget {name} needs 3 healthy pods and has 3 currently"
+
+
+def test_a_budget_that_needs_every_pod_healthy_can_never_allow_an_eviction() -> None:
+    db = budget("db", "db", spec={"minAvailable": 3}, expected=3, healthy=3, needed=3, allowed=0)
+    drain = drain_of([pod("db-0", "db")], [PodDecision(NS, "db-0", DRAIN)], {refusal("db"): [f"{NS}/db-0"]})
+    drain.budgets = [db]
+    [blocker] = drain_blockers(drain, drain.budgets, NOW)
+    assert (blocker.kind, blocker.verdict, blocker.object) == ("budget refusal", NEVER, f"Pod {NS}/db-0")
+    assert blocker.evidence == {
+        "pod": f"{NS}/db-0",
+        "budget": f"{NS}/db",
+        "needed_healthy": 3,
+        "healthy": 3,
+        "expected_pods": 3,
+        "disruptions_allowed": 0,
+        "min_available": 3,
+    }
+    assert "needs all 3 of its Pods healthy" in blocker.reason
+
+
+def test_a_budget_short_of_healthy_pods_clears_by_itself() -> None:
+    web = budget("web", "web", spec={"maxUnavailable": 1}, expected=3, healthy=2, needed=2, allowed=0)
+    drain = drain_of([pod("web-0")], [PodDecision(NS, "web-0", DRAIN)], {refusal("web"): [f"{NS}/web-0"]})
+    [blocker] = drain_blockers(drain, [web], NOW)
+    assert blocker.verdict == CLEARS and blocker.evidence["budget"] == f"{NS}/web"
+
+
+def test_budgets_that_allow_nothing_by_their_spec() -> None:
+    assert "maxUnavailable is 0" in never_allows(budget("a", "a", spec={"maxUnavailable": 0}, expected=2, healthy=1, needed=2, allowed=0))
+    assert "minAvailable is 100%" in never_allows(budget("a", "a", spec={"minAvailable": "100%"}, expected=2, healthy=1, needed=2, allowed=0))
+    assert never_allows(budget("a", "a", spec={"minAvailable": 1}, expected=2, healthy=2, needed=1, allowed=1)) is None
+    assert never_allows({"spec": {}, "status": {}}) is None, "a budget the disruption controller has not counted yet"
+
+
+def test_a_pod_two_budgets_select_can_never_be_evicted() -> None:
+    both = [budget("a", "web", spec={}, expected=1, healthy=1, needed=0, allowed=1), budget("b", "web", spec={}, expected=1, healthy=1, needed=0, allowed=1)]
+    answer = "This pod has more than one PodDisruptionBudget, which the eviction subresource does not support."
+    drain = drain_of([pod("web-0")], [PodDecision(NS, "web-0", DRAIN)], {answer: [f"{NS}/web-0"]})
+    [blocker] = drain_blockers(drain, both, NOW)
+    assert (blocker.kind, blocker.verdict) == ("two budgets", NEVER)
+    assert blocker.evidence["budgets"] == [f"{NS}/a", f"{NS}/b"]
+
+
+def test_terminating_pods_within_and_past_their_grace() -> None:
+    pods = [
+        pod("a", deleting_at=NOW + dt.timedelta(seconds=20)),
+        pod("b", deleting_at=NOW - dt.timedelta(seconds=90)),
+        pod("c", deleting_at=NOW - dt.timedelta(seconds=90), finalizers=("example.com/backup",)),
+    ]
+    decisions = [PodDecision(NS, name, DRAIN, terminating=True) for name in ("a", "b", "c")]
+    blockers = {b.object: b for b in drain_blockers(drain_of(pods, decisions), [], NOW)}
+    assert (blockers[f"Pod {NS}/a"].kind, blockers[f"Pod {NS}/a"].evidence) == ("pod terminating", {"grace_left_seconds": 20})
+    assert (blockers[f"Pod {NS}/b"].kind, blockers[f"Pod {NS}/b"].verdict) == ("pod terminating past its grace", CLEARS)
+    held = blockers[f"Pod {NS}/c"]
+    assert (held.kind, held.verdict, held.evidence["finalizers"]) == ("finalizer", NEEDS_ACTION, ["example.com/backup"])
+    assert held.since == "2026-05-01T11:58:30Z"
+
+
+def test_an_unreachable_node_clears_and_so_do_waits_and_terminating_namespaces() -> None:
+    pods = [pod("a", deleting_at=NOW - dt.timedelta(seconds=5)), pod("job-0", "job"), pod("x", "x")]
+    decisions = [PodDecision(NS, "a", DRAIN, terminating=True), PodDecision(NS, "job-0", WAIT_COMPLETED), PodDecision(NS, "x", DRAIN)]
+    drain = drain_of(pods, decisions, {TERMINATING_NAMESPACE_MESSAGE: [f"{NS}/x"]}, unreachable=True)
+    kinds = sorted((b.kind, b.verdict) for b in drain_blockers(drain, [], NOW))
+    assert kinds == [("namespace terminating", CLEARS), ("unreachable node", CLEARS), ("wait-for-completion", CLEARS)]
+
+
+def test_a_completed_drain_has_no_blockers_and_the_gravest_verdict_wins() -> None:
+    assert drain_blockers(DrainPass(node=None), [], NOW) == []
+    assert worst([{"verdict": CLEARS}, {"verdict": NEVER}, {"verdict": NEEDS_ACTION}]) == NEVER
+    assert worst([]) is None
