@@ -7,7 +7,7 @@
     api/run - neither directly nor through another file it imports. The same
     holds for ``_errors.py``, ``_timeutil.py`` and for what runs on the
     controller (``plugins/action/``, ``plugins/plugin_utils/``,
-    ``plugins/doc_fragments/``);
+    ``plugins/doc_fragments/``, ``plugins/filter/``);
 (b) only ``_module.py`` imports AnsibleModule (``ansible.module_utils.basic``),
     anywhere under ``plugins/`` and ``extensions/``;
 (c) ``_k8s/`` (the transport) imports no other package and not ``_module``, and
@@ -49,7 +49,7 @@ API_FILES = ("api.py", "run.py")
 TOP_LEVEL_FILES = ("_module.py", "_errors.py", "_timeutil.py")
 PURE_TOP_LEVEL_FILES = ("_errors.py", "_timeutil.py")
 # Controller-side code: it never talks to a cluster.
-CONTROLLER_DIRS = ("action", "plugin_utils", "doc_fragments")
+CONTROLLER_DIRS = ("action", "plugin_utils", "doc_fragments", "filter")
 # Entry points: what Ansible or ansible-rulebook loads. Nothing in module_utils imports them.
 ENTRY_POINTS = tuple(f"{COLLECTION}.{name}" for name in ("plugins.modules", "plugins.action", "plugins.inventory", "plugins.plugin_utils", "extensions"))
 # Packages every feature may lean on (besides the transport and the top-level files).
