@@ -219,6 +219,14 @@ machines:
     controller:
       description: The name the Machine's controller writes its status under, when one was seen (e.g. C(capi-manager)).
       type: str
+    blockers:
+      description:
+        - What holds the Machine now, from the step it stands at, as M(lifecycle.machine.machine_drain) and
+          M(lifecycle.machine.machine_terminate) return it (C(phase), C(kind), C(object), C(since), C(evidence),
+          C(verdict), C(reason)); empty once done. The progress lines print those that need someone to act or can
+          never clear.
+      type: list
+      elements: dict
 completed:
   description: Whether every Machine is done (or, in check mode, planned).
   returned: always

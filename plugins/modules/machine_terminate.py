@@ -295,6 +295,26 @@ next_step:
   returned: always
   type: str
   sample: pre_terminate_hook
+blockers:
+  description:
+    - What holds the Machine now (docs/stalls.md in the source repository), empty once nothing does. Each entry has
+      C(phase) (V(preDrain hook), V(drain), V(volumes), V(preTerminate hook), V(infrastructure), V(node), V(controller)),
+      C(kind) (for example V(hook), V(budget refusal), V(two budgets), V(pod terminating past its grace), V(finalizer),
+      V(volume attachment), V(infrastructure finalizer), V(node deletion error)), C(object), C(since) (when known, for
+      example the wait start Cluster API records for a hook), C(evidence) (a budget's needed and healthy Pods and
+      allowed disruptions, finalizer names, a hook's owner, ...), C(verdict) (V(clears by itself), V(needs someone to
+      act), or V(can never clear as things stand), said only when the cluster's state proves it) and C(reason).
+  returned: always
+  type: list
+  elements: dict
+  sample:
+    - phase: drain
+      kind: budget refusal
+      object: Pod shop/db-0
+      since: null
+      evidence: {pod: shop/db-0, budget: shop/db, needed_healthy: 3, healthy: 3, expected_pods: 3, disruptions_allowed: 0, min_available: 3}
+      verdict: can never clear as things stand
+      reason: "budget shop/db: it needs all 3 of its Pods healthy and all are: no eviction is allowed until the budget or the workload changes"
 blocked_by:
   description: The hooks that block the run now (preTerminate, or preDrain when the module refused), each with C(point), C(name),
     C(owner) and, on Cluster API, the C(annotation) key.

@@ -18,7 +18,7 @@ import re
 from dataclasses import dataclass, field
 
 from ansible_collections.lifecycle.machine.plugins.module_utils._drain.rules import normalize_rules
-from ansible_collections.lifecycle.machine.plugins.module_utils._machine.blockers import NEEDS_ACTION, NEVER
+from ansible_collections.lifecycle.machine.plugins.module_utils._machine.blockers import blocker_lines
 from ansible_collections.lifecycle.machine.plugins.module_utils._machine.controller import AUTO, DEFAULT_GRACE, SETTINGS
 from ansible_collections.lifecycle.machine.plugins.module_utils._options.logic import Bound, bound_errors, invalid_names, invalid_options, seconds
 from ansible_collections.lifecycle.machine.plugins.module_utils._workload.logic import WorkloadSettings, workload_settings
@@ -323,21 +323,4 @@ def progress_lines(outcomes: list[Outcome], elapsed: float, *, clock: dict | Non
         elif detail:
             lines.append(f"    {detail.splitlines()[0]}")
         lines.extend(f"    {line}" for line in blocker_lines(outcome.blockers))
-    return lines
-
-
-# At most this many blockers per Machine in a progress report: the gravest first.
-MAX_BLOCKER_LINES = 3
-_GRAVITY = {NEVER: 0, NEEDS_ACTION: 1}
-
-
-def blocker_lines(blockers: list[dict]) -> list[str]:
-    """The blockers that need someone, or can never clear, as progress lines (docs/stalls.md)."""
-    grave = sorted((b for b in blockers if b.get("verdict") in _GRAVITY), key=lambda b: _GRAVITY[b["verdict"]])
-    lines = []
-    for blocker in grave[:MAX_BLOCKER_LINES]:
-        since = f" since {blocker['since']}" if blocker.get("since") else ""
-        lines.append(f"! {blocker['verdict']}: {blocker['kind']} {blocker['object']}{since}: {blocker['reason']}")
-    if len(grave) > MAX_BLOCKER_LINES:
-        lines.append(f"! and {len(grave) - MAX_BLOCKER_LINES} more (see the result's blockers)")
     return lines

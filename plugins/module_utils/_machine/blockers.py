@@ -71,11 +71,6 @@ class Blocker:
             "reason": self.reason,
         }
 
-    def line(self) -> str:
-        """One line for a progress report."""
-        since = f" since {self.since}" if self.since else ""
-        return f"{self.phase}: {self.kind} {self.object}{since} ({self.verdict}: {self.reason})"
-
 
 def stamp(moment: _dt.datetime | None) -> str | None:
     return rfc3339(moment) if moment is not None else None
@@ -104,3 +99,20 @@ def worst(blockers: list[dict]) -> str | None:
     """The gravest verdict among ``blockers`` (dicts), None when there are none."""
     verdicts = {blocker.get("verdict") for blocker in blockers}
     return next((verdict for verdict in (NEVER, NEEDS_ACTION, CLEARS) if verdict in verdicts), None)
+
+
+# At most this many blockers per Machine in a progress report: the gravest first.
+MAX_BLOCKER_LINES = 3
+_GRAVITY = {NEVER: 0, NEEDS_ACTION: 1}
+
+
+def blocker_lines(blockers: list[dict]) -> list[str]:
+    """The blockers (dicts) that need someone, or can never clear, as progress lines (docs/stalls.md)."""
+    grave = sorted((b for b in blockers if b.get("verdict") in _GRAVITY), key=lambda b: _GRAVITY[b["verdict"]])
+    lines = []
+    for blocker in grave[:MAX_BLOCKER_LINES]:
+        since = f" since {blocker['since']}" if blocker.get("since") else ""
+        lines.append(f"! {blocker['verdict']}: {blocker['kind']} {blocker['object']}{since}: {blocker['reason']}")
+    if len(grave) > MAX_BLOCKER_LINES:
+        lines.append(f"! and {len(grave) - MAX_BLOCKER_LINES} more (see the result's blockers)")
+    return lines

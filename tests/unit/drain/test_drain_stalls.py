@@ -9,7 +9,7 @@ from ansible_collections.lifecycle.machine.plugins.module_utils._drain.logic imp
 from ansible_collections.lifecycle.machine.plugins.module_utils._drain.passes import DrainPass, EvictionOutcome
 from ansible_collections.lifecycle.machine.plugins.module_utils._drain.rules import DRAIN, WAIT_COMPLETED
 from ansible_collections.lifecycle.machine.plugins.module_utils._drain.stalls import drain_blockers, never_allows
-from ansible_collections.lifecycle.machine.plugins.module_utils._machine.blockers import CLEARS, NEEDS_ACTION, NEVER, worst
+from ansible_collections.lifecycle.machine.plugins.module_utils._machine.blockers import CLEARS, NEEDS_ACTION, NEVER
 
 NOW = dt.datetime(2026, 5, 1, 12, 0, tzinfo=dt.UTC)
 NS = "shop"
@@ -105,7 +105,5 @@ def test_an_unreachable_node_clears_and_so_do_waits_and_terminating_namespaces()
     assert kinds == [("namespace terminating", CLEARS), ("unreachable node", CLEARS), ("wait-for-completion", CLEARS)]
 
 
-def test_a_completed_drain_has_no_blockers_and_the_gravest_verdict_wins() -> None:
+def test_a_completed_drain_has_no_blockers() -> None:
     assert drain_blockers(DrainPass(node=None), [], NOW) == []
-    assert worst([{"verdict": CLEARS}, {"verdict": NEVER}, {"verdict": NEEDS_ACTION}]) == NEVER
-    assert worst([]) is None

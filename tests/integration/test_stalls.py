@@ -1,0 +1,84 @@
+"""What holds a drain, against the real API server (docs/stalls.md): a budget
+that can never allow an eviction, a Pod two budgets select (asked once, not in
+a tight loop, and answered at once in check mode), and a Pod kept past its
+grace by a finalizer."""
+
+from __future__ import annotations
+
+import time
+
+from khelpers import deployment, pod_is_ready, wait_for
+from test_machine_drain import GRACE, create_pdb, evictions, make_pods
+
+NEVER = "can never clear as things stand"
+
+
+def budget(kube, namespace: str, name: str, spec: dict) -> None:
+    body = {"apiVersion": "policy/v1", "kind": "PodDisruptionBudget", "metadata": {"name": name}, "spec": spec}
+    kube.create(f"/apis/policy/v1/namespaces/{namespace}/poddisruptionbudgets", body)
+
+    def counted() -> bool:
+        pdb = kube.get(f"/apis/policy/v1/namespaces/{namespace}/poddisruptionbudgets/{name}")
+        return (pdb.get("status") or {}).get("observedGeneration") == pdb["metadata"]["generation"]
+
+    wait_for(counted, what=f"PodDisruptionBudget {name} observed by the disruption controller")
+
+
+def test_a_budget_that_needs_every_pod_is_reported_as_never(*, kube, namespace, make_node, run_module) -> None:
+    node = make_node(labels={"lm-pool": namespace})
+    kube.create(f"/apis/apps/v1/namespaces/{namespace}/deployments", deployment("db", 2, {"lm-pool": namespace}, GRACE))
+    wait_for(lambda: len([p for p in kube.list(f"/api/v1/namespaces/{namespace}/pods") if pod_is_ready(p)]) == 2, what="2 db Pods Ready")
+    create_pdb(kube, namespace, "db", selector={"app": "db"}, min_available=2, healthy=2)
+
+    result = run_module("machine_drain", {"node": node, "wait": False})
+
+    assert not result.get("failed"), result.get("msg")
+    assert result["completed"] is False and result["evicted"] == []
+    never = [b for b in result["blockers"] if b["verdict"] == NEVER]
+    assert {b["object"].split("/")[0] for b in never} == {f"Pod {namespace}"} and len(never) == 2, result["blockers"]
+    evidence = never[0]["evidence"]
+    assert (evidence["budget"], evidence["needed_healthy"], evidence["healthy"], evidence["expected_pods"], evidence["disruptions_allowed"]) == (
+        f"{namespace}/db",
+        2,
+        2,
+        2,
+        0,
+    )
+    assert never[0]["kind"] == "budget refusal" and "needs all 2 of its Pods healthy" in never[0]["reason"]
+
+
+def test_a_pod_two_budgets_select_is_never_and_asked_once_per_interval(*, kube, namespace, make_node, run_module, audit_events) -> None:
+    node = make_node()
+    make_pods(kube, namespace, node, {"web-0": {"labels": {"app": "web"}}})
+    budget(kube, namespace, "a", {"maxUnavailable": 1, "selector": {"matchLabels": {"app": "web"}}})
+    budget(kube, namespace, "b", {"maxUnavailable": 1, "selector": {"matchLabels": {"app": "web"}}})
+
+    began = time.monotonic()
+    plan = run_module("machine_drain", {"node": node}, check=True)
+    assert time.monotonic() - began < 30, "a preview answers at once"
+    assert not plan.get("failed"), plan.get("msg")
+    assert [b["kind"] for b in plan["blockers"]] == ["two budgets"] and plan["blockers"][0]["verdict"] == NEVER
+
+    result = run_module("machine_drain", {"node": node, "wait": True, "wait_timeout": 12, "wait_sleep": 1})
+    assert result.get("failed") and result.get("timed_out"), result
+    [blocker] = [b for b in result["blockers"] if b["kind"] == "two budgets"]
+    assert sorted(blocker["evidence"]["budgets"]) == [f"{namespace}/a", f"{namespace}/b"]
+    # Cluster API asks again every 20 s: within 12 s one eviction, not one every retry.
+    assert sum(len(codes) for codes in evictions(audit_events, namespace).values()) == 1
+
+
+def test_a_pod_kept_past_its_grace_by_a_finalizer_needs_someone(*, kube, namespace, make_node, run_module) -> None:
+    node = make_node()
+    make_pods(kube, namespace, node, {"held": {"grace": 1}})
+    path = f"/api/v1/namespaces/{namespace}/pods/held"
+    kube.patch(path, {"metadata": {"finalizers": ["example.com/backup"]}})
+    try:
+        first = run_module("machine_drain", {"node": node, "wait": False})
+        assert first["evicted"] == [f"{namespace}/held"], first
+        time.sleep(3)  # past its 1 s grace; kwok cannot remove it while the finalizer stays
+        result = run_module("machine_drain", {"node": node, "wait": False})
+        [blocker] = result["blockers"]
+        assert (blocker["kind"], blocker["verdict"], blocker["evidence"]["finalizers"]) == ("finalizer", "needs someone to act", ["example.com/backup"])
+        assert blocker["since"] and blocker["evidence"]["past_grace_seconds"] >= 1
+    finally:
+        kube.patch(path, {"metadata": {"finalizers": None}})
