@@ -106,8 +106,8 @@ class MachineDeletion:
                         pass  # undecided when this call's slice ended, or gone meanwhile: the outcome says so
                     elif actor.controller:
                         self.follow(actor)
-                    elif self.drain() and not self.request.check_mode and not self.controller_took_over():
-                        self.terminate()
+                    elif self.drain(actor) and not self.request.check_mode and not self.controller_took_over():
+                        self.terminate(actor)
                 if not self.go_again():
                     break
         except Cancelled as exc:
@@ -257,7 +257,7 @@ class MachineDeletion:
             outcome.status, outcome.message = IN_PROGRESS, following_message(actor, progress)
             return
 
-    def drain(self) -> bool:
+    def drain(self, actor: Actor) -> bool:
         """The preDrain gate and the drain; True when they are behind the Machine."""
         request, outcome = self.request, self.outcome
         outcome.step = DRAIN
@@ -274,10 +274,9 @@ class MachineDeletion:
             grace_period=request.grace_period,
             check_mode=request.check_mode,
             workload=request.workload,
-            machine_controller="absent",  # decided already (actor): the collection carries it out
         )
         try:
-            result = run_drain(self.api, drain_request)
+            result = run_drain(self.api, drain_request, actor=actor)
         except MachineError as exc:
             outcome.drain = drain_summary(exc.result)
             outcome.changed |= bool(exc.result.get("changed"))
@@ -301,7 +300,7 @@ class MachineDeletion:
             return False
         return True
 
-    def terminate(self) -> None:
+    def terminate(self, actor: Actor) -> None:
         request, outcome = self.request, self.outcome
         outcome.step = TERMINATE
         seconds, final = self.seconds(TERMINATE, request.terminate_timeout)
@@ -316,10 +315,9 @@ class MachineDeletion:
             rules=list(request.rules),
             use_cluster_rules=request.use_cluster_rules,
             workload=request.workload,
-            machine_controller="absent",  # decided already (actor): the collection carries it out
         )
         try:
-            result = terminate_machine(self.api, terminate_request)
+            result = terminate_machine(self.api, terminate_request, actor=actor)
         except MachineError as exc:
             outcome.terminate = terminate_summary(exc.result)
             outcome.changed |= bool(exc.result.get("changed"))

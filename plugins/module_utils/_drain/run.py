@@ -70,7 +70,7 @@ from ansible_collections.lifecycle.machine.plugins.module_utils._machine.conditi
     STAGE_PRE_DRAIN,
     Stage,
 )
-from ansible_collections.lifecycle.machine.plugins.module_utils._machine.controller import ABSENT
+from ansible_collections.lifecycle.machine.plugins.module_utils._machine.controller import ABSENT, Actor
 from ansible_collections.lifecycle.machine.plugins.module_utils._machine.deletion import node_work_over, object_state
 from ansible_collections.lifecycle.machine.plugins.module_utils._machine.flavour import CAPI_GROUP, PRE_DRAIN, Flavour, Hook, flavour_for, machine_label
 from ansible_collections.lifecycle.machine.plugins.module_utils._machine.nodes import is_unschedulable
@@ -334,8 +334,11 @@ class MachineProgress:
 class DrainRun:
     """One task: find the target, pass its gates, cordon/drain, report."""
 
-    def __init__(self, api: KubeApi, request: DrainRequest):
+    def __init__(self, api: KubeApi, request: DrainRequest, *, actor: Actor | None = None):
+        """``actor``: who carries out the Machine's deletion, when the caller decided it already
+        (``machine_delete``: the collection); otherwise a Machine being deleted is asked (``machine_controller``)."""
         self.request = request
+        self.actor = actor
         self.started = api.monotonic()
         # The task's one deadline, wait_timeout from its start. While the task waits it is
         # the transport's too: retries and reads never outlast it (without wait they are
@@ -448,7 +451,7 @@ class DrainRun:
         drain is followed (nothing written), on the Machine the run read and within the
         task's deadline; None when the collection drains."""
         request = self.request
-        if request.state != DRAINED or request.machine_controller == ABSENT:
+        if request.state != DRAINED or request.machine_controller == ABSENT or (self.actor is not None and not self.actor.controller):
             return None
         followed = followed_deletion(
             self.api,
@@ -459,6 +462,7 @@ class DrainRun:
             wait=request.waits,
             wait_timeout=request.wait_timeout,
             deadline=self.deadline,
+            actor=self.actor,
         )
         if followed is None:
             return None
@@ -609,7 +613,8 @@ class DrainRun:
         return self.fail(message, **ran_out_of_time(exc), **unanswered_cluster(exc))
 
 
-def run_drain(api: KubeApi, request: DrainRequest) -> dict:
+def run_drain(api: KubeApi, request: DrainRequest, *, actor: Actor | None = None) -> dict:
     """Run one machine_drain task; the module result, or MachineError with the partial result.
-    A Machine being deleted by its live controller is not drained: the controller's drain is followed."""
-    return DrainRun(api, request).run()
+    A Machine being deleted by its live controller is not drained: the controller's drain is followed
+    (``actor``: who carries the deletion out, when the caller decided it already)."""
+    return DrainRun(api, request, actor=actor).run()

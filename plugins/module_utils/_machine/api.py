@@ -502,7 +502,16 @@ def follow_controller(api: KubeApi, machine: dict, flavour: Flavour, phase: str,
 
 
 def followed_deletion(
-    api: KubeApi, machine: dict | None, setting: str, grace: float, phase: str, *, wait: bool, wait_timeout: float, deadline: float | None = None
+    api: KubeApi,
+    machine: dict | None,
+    setting: str,
+    grace: float,
+    phase: str,
+    *,
+    wait: bool,
+    wait_timeout: float,
+    deadline: float | None = None,
+    actor: Actor | None = None,
 ) -> dict | None:
     """For machine_drain (``phase`` drain) and machine_terminate (``phase``
     terminate) on a Machine being deleted: None when the collection carries the
@@ -511,14 +520,17 @@ def followed_deletion(
     ``wait``, as it stands now), and the part of the result that says so.
     ``deadline`` is the task's (an ``api.monotonic()`` instant, its fork's);
     without one, ``wait_timeout`` from now. MachineError when the controller does
-    not finish the phase in time, or is still being looked for when the time is up."""
-    if machine is None or not is_deleting(machine) or setting == ABSENT:
+    not finish the phase in time, or is still being looked for when the time is up.
+    ``actor``: who carries out the deletion when the caller decided it already (not asked again)."""
+    if machine is None or not is_deleting(machine) or (actor is None and setting == ABSENT):
         return None
     if not wait:
         deadline = api.monotonic()
     elif deadline is None:
         deadline = api.monotonic() + wait_timeout
-    current, actor = actor_of(api, machine, setting, grace, deadline=deadline)
+    current = machine
+    if actor is None:
+        current, actor = actor_of(api, machine, setting, grace, deadline=deadline)
     if actor.who == COLLECTION:
         return None
     if actor.who == UNDECIDED:

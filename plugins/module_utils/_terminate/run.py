@@ -25,6 +25,7 @@ from ansible_collections.lifecycle.machine.plugins.module_utils._machine.api imp
     require_namespace,
     wait_for_machine,
 )
+from ansible_collections.lifecycle.machine.plugins.module_utils._machine.controller import Actor
 from ansible_collections.lifecycle.machine.plugins.module_utils._machine.flavour import PRE_TERMINATE, flavour_for, machine_label
 from ansible_collections.lifecycle.machine.plugins.module_utils._terminate import api as terminate_api
 from ansible_collections.lifecycle.machine.plugins.module_utils._terminate.logic import (
@@ -51,7 +52,6 @@ from ansible_collections.lifecycle.machine.plugins.module_utils._terminate.logic
     timeout_message,
 )
 from ansible_collections.lifecycle.machine.plugins.module_utils._terminate.report import Report, gone_result, node_key, object_key, unread_result
-from ansible_collections.lifecycle.machine.plugins.module_utils._terminate.stalls import node_deletion_blocker
 from ansible_collections.lifecycle.machine.plugins.module_utils._timeutil import now
 from ansible_collections.lifecycle.machine.plugins.module_utils._workload import api as workload
 
@@ -223,7 +223,7 @@ class Termination:
             self.node_abandoned = facts.node_deletion_abandoned = outcome.abandoned
             self.report.note(f"give up deleting Node {node_name}")
             return facts
-        self.report.block(STEP_NODE, f"deleting Node {node_name} failed: {outcome.error}", node_deletion_blocker(node_name, outcome.error))
+        self.report.block(STEP_NODE, f"deleting Node {node_name} failed: {outcome.error}")
         raise MachineError(f"{NODE_DELETION_FAILED}{node_name} of Machine {self.label}: {outcome.error}", **self.result())
 
     def release(self, facts: Facts) -> Facts:
@@ -303,8 +303,10 @@ def failure(exc: ApiError | Cancelled) -> tuple[str, dict]:
     return f"Cancelled: {exc}", {}
 
 
-def terminate_machine(api: KubeApi, request: TerminateRequest) -> dict:
-    """Run the termination steps for the Machine of ``request`` (see the module documentation)."""
+def terminate_machine(api: KubeApi, request: TerminateRequest, *, actor: Actor | None = None) -> dict:
+    """Run the termination steps for the Machine of ``request`` (see the module documentation).
+    ``actor``: who carries out the Machine's deletion, when the caller decided it already
+    (``machine_delete``); otherwise a Machine being deleted is asked (``machine_controller``)."""
     # Bad inline rules fail before anything is read or written.
     normalize_rules(list(request.rules or []))
     started = api.monotonic()
@@ -320,9 +322,11 @@ def terminate_machine(api: KubeApi, request: TerminateRequest) -> dict:
         require_namespace(api, request.namespace)
         return gone_result(request.namespace, request.machine, request.api_version, now())
     # A Machine being deleted by its live controller: the controller's termination is followed, nothing written.
-    followed = followed_deletion(
-        api, machine, request.machine_controller, request.controller_grace, "terminate", wait=request.wait, wait_timeout=request.wait_timeout
-    )
+    followed = None
+    if actor is None or actor.controller:
+        followed = followed_deletion(
+            api, machine, request.machine_controller, request.controller_grace, "terminate", wait=request.wait, wait_timeout=request.wait_timeout, actor=actor
+        )
     if followed is not None:
         gone = followed["controller_progress"]["phase"] == "gone"
         return {**followed, "released": gone, "gone": gone, "steps": [], "actions": []}

@@ -21,7 +21,7 @@ def deletion(monkeypatch, *, slice_seconds: float, drain_timeout: int = 600) -> 
     monkeypatch.setattr(delete_run.MachineDeletion, "mark", lambda self: True)
     monkeypatch.setattr(delete_run.MachineDeletion, "actor", lambda self: Actor(COLLECTION, "no controller"))
 
-    def drain_that_ran_out_of_time(_api, _request):
+    def drain_that_ran_out_of_time(_api, _request, **_decided):
         raise MachineError(API_ERROR, message=API_ERROR, timed_out=True, changed=True)
 
     monkeypatch.setattr(delete_run, "run_drain", drain_that_ran_out_of_time)
