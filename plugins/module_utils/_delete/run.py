@@ -29,7 +29,7 @@ from ansible_collections.lifecycle.machine.plugins.module_utils._delete.logic im
     terminate_summary,
 )
 from ansible_collections.lifecycle.machine.plugins.module_utils._drain.request import DrainRequest
-from ansible_collections.lifecycle.machine.plugins.module_utils._drain.run import run_drain
+from ansible_collections.lifecycle.machine.plugins.module_utils._drain.run import DrainRun
 from ansible_collections.lifecycle.machine.plugins.module_utils._errors import MachineError
 from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.client import KubeApi
 from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.errors import ApiError, Cancelled
@@ -58,7 +58,7 @@ from ansible_collections.lifecycle.machine.plugins.module_utils._machine.flavour
 from ansible_collections.lifecycle.machine.plugins.module_utils._machine.selection import MachineSelection
 from ansible_collections.lifecycle.machine.plugins.module_utils._mark.run import mark_for_deletion
 from ansible_collections.lifecycle.machine.plugins.module_utils._terminate.logic import NODE_DELETION_FAILED, STEP_NODE
-from ansible_collections.lifecycle.machine.plugins.module_utils._terminate.run import TerminateRequest, terminate_machine
+from ansible_collections.lifecycle.machine.plugins.module_utils._terminate.run import TerminateRequest, terminate_on
 from ansible_collections.lifecycle.machine.plugins.module_utils._workload.api import check_node_side
 
 
@@ -84,14 +84,18 @@ class MachineDeletion:
     def key(self) -> str:
         return machine_key(self.machine)
 
-    def seconds(self, phase: str, timeout: int) -> tuple[int, bool]:
-        """(seconds this call may spend on ``phase``, whether that is all its budget has left)."""
-        now = time.time()
-        start_phase(self.clock, self.key, phase, now)
-        left = budget_left(self.clock, self.key, phase, timeout, now)
-        if self.slice_end is not None and self.slice_end - time.monotonic() < left:
-            return max(1, int(self.slice_end - time.monotonic())), False
-        return max(0, int(left)), True
+    def phase_end(self, phase: str, timeout: int) -> tuple[float, bool]:
+        """(when this call's share of ``phase`` ends, an instant on the transport's clock;
+        whether that is the end of the phase's budget, not of the progress interval).
+        The phase's start is persisted (``clock``, wall clock, carried across calls); the
+        rest is on the transport's clock, computed once per step and given through its fork."""
+        wall = time.time()
+        start_phase(self.clock, self.key, phase, wall)
+        now = self.api.monotonic()
+        budget_end = now + max(0.0, budget_left(self.clock, self.key, phase, timeout, wall))
+        if self.slice_end is not None and self.slice_end < budget_end:
+            return max(self.slice_end, now + 1.0), False  # a step is given at least a second
+        return budget_end, True
 
     def run(self) -> Outcome:
         outcome = self.outcome
@@ -166,7 +170,7 @@ class MachineDeletion:
         pause = float(max(1, self.request.wait_sleep))
         left = budget_left(self.clock, self.key, phase, timeout, time.time())
         if self.slice_end is not None:
-            left = min(left, self.slice_end - time.monotonic())
+            left = min(left, self.slice_end - self.api.monotonic())
         if left <= pause:
             return False
         self.api.sleep(pause)
@@ -205,10 +209,9 @@ class MachineDeletion:
             return None
         if request.check_mode:
             return self.decided(predicted_actor(machine, request.machine_controller))
-        deadline = None
-        if self.slice_end is not None:
-            deadline = self.api.monotonic() + max(0.0, self.slice_end - time.monotonic())
-        self.current, actor = actor_of(self.api, machine, request.machine_controller, request.controller_grace, marked_at=self.marked_at, deadline=deadline)
+        self.current, actor = actor_of(
+            self.api, machine, request.machine_controller, request.controller_grace, marked_at=self.marked_at, deadline=self.slice_end
+        )
         if actor.who not in (CONTROLLER, COLLECTION):
             outcome.status, outcome.step, outcome.message = IN_PROGRESS, DRAIN, actor.reason[:1].upper() + actor.reason[1:]
             return None
@@ -248,8 +251,8 @@ class MachineDeletion:
                 return
             outcome.step = phase
             timeout = request.drain_timeout if phase == DRAIN else request.terminate_timeout
-            seconds, final = self.seconds(phase, timeout)
-            machine, progress, done = follow_controller(self.api, machine, flavour, phase, self.api.monotonic() + seconds)
+            end, final = self.phase_end(phase, timeout)
+            machine, progress, done = follow_controller(self.api, machine, flavour, phase, end)
             if done:
                 continue
             if final and budget_left(self.clock, self.key, phase, timeout, time.time()) <= 0:
@@ -261,7 +264,7 @@ class MachineDeletion:
         """The preDrain gate and the drain; True when they are behind the Machine."""
         request, outcome = self.request, self.outcome
         outcome.step = DRAIN
-        seconds, final = self.seconds(DRAIN, request.drain_timeout)
+        end, final = self.phase_end(DRAIN, request.drain_timeout)
         drain_request = DrainRequest(
             machine=self.machine["name"],
             namespace=self.machine["namespace"],
@@ -269,14 +272,14 @@ class MachineDeletion:
             rules=list(request.rules),
             use_cluster_rules=request.use_cluster_rules,
             wait=True,
-            wait_timeout=seconds,
             wait_sleep=request.wait_sleep,
             grace_period=request.grace_period,
             check_mode=request.check_mode,
             workload=request.workload,
         )
         try:
-            result = run_drain(self.api, drain_request, actor=actor)
+            # The phase's end is the drain's deadline, given where its KubeApi is made.
+            result = DrainRun(self.api.fork(deadline=end), drain_request, actor=actor).run()
         except MachineError as exc:
             outcome.drain = drain_summary(exc.result)
             outcome.changed |= bool(exc.result.get("changed"))
@@ -303,13 +306,12 @@ class MachineDeletion:
     def terminate(self, actor: Actor) -> None:
         request, outcome = self.request, self.outcome
         outcome.step = TERMINATE
-        seconds, final = self.seconds(TERMINATE, request.terminate_timeout)
+        end, final = self.phase_end(TERMINATE, request.terminate_timeout)
         terminate_request = TerminateRequest(
             namespace=self.machine["namespace"],
             machine=self.machine["name"],
             api_version=self.machine.get("api_version"),
             wait=True,
-            wait_timeout=seconds,
             wait_sleep=request.wait_sleep,
             instance_terminated=self.key in request.instance_terminated,
             rules=list(request.rules),
@@ -317,7 +319,7 @@ class MachineDeletion:
             workload=request.workload,
         )
         try:
-            result = terminate_machine(self.api, terminate_request, actor=actor)
+            result = terminate_on(self.api.fork(deadline=end), terminate_request, actor=actor)
         except MachineError as exc:
             outcome.terminate = terminate_summary(exc.result)
             outcome.changed |= bool(exc.result.get("changed"))
@@ -350,7 +352,8 @@ def delete_machines(api: KubeApi, request: DeleteRequest) -> dict:
         machine_api_versions(api, api_version)  # a mistyped api_version fails the task before any Machine is touched
     for namespace in sorted({machine["namespace"] for machine in request.machines}):
         require_namespace(api, namespace)  # so does a mistyped namespace, which would report its Machines done
-    started = time.monotonic()
+    # One clock for the task: the transport's (each Machine's fork shares it).
+    started = api.monotonic()
     slice_end = started + request.progress_interval if request.progress_interval and not request.check_mode else None
     clock = {key: dict(phases) for key, phases in request.clock.items()}
     deletions = [MachineDeletion(api.fork(), request, machine, clock=clock, slice_end=slice_end) for machine in request.machines]
@@ -359,7 +362,7 @@ def delete_machines(api: KubeApi, request: DeleteRequest) -> dict:
             outcomes = list(pool.map(lambda deletion: deletion.run(), deletions))
     else:
         outcomes = []
-    elapsed = time.monotonic() - started
+    elapsed = api.monotonic() - started
     by_status = {status: [outcome.as_dict() for outcome in outcomes if outcome.status == status] for status in (AWAITING_INSTANCE, FAILED)}
     known = {outcome.key for outcome in outcomes}
     return {

@@ -334,17 +334,20 @@ class MachineProgress:
 class DrainRun:
     """One task: find the target, pass its gates, cordon/drain, report."""
 
-    def __init__(self, api: KubeApi, request: DrainRequest, *, actor: Actor | None = None):
-        """``actor``: who carries out the Machine's deletion, when the caller decided it already
+    def __init__(self, api: KubeApi, request: DrainRequest, *, actor: Actor | None = None, started: float | None = None):
+        """``api`` is the task's fork: its deadline is the task's (:func:`run_drain` gives it
+        ``wait_timeout`` from the start, ``machine_delete`` the end of the drain phase's share).
+        ``actor``: who carries out the Machine's deletion, when the caller decided it already
         (``machine_delete``: the collection); otherwise a Machine being deleted is asked (``machine_controller``)."""
         self.request = request
         self.actor = actor
-        self.started = api.monotonic()
-        # The task's one deadline, wait_timeout from its start. While the task waits it is
-        # the transport's too: retries and reads never outlast it (without wait they are
-        # bounded by the retry budget). The task's requests go through this fork.
-        self.deadline = self.started + max(0, request.wait_timeout)
-        self.api = api.fork(deadline=self.deadline if request.wait else None)
+        self.started = api.monotonic() if started is None else started
+        # The task's one deadline, read from its fork: retries and reads never outlast it
+        # (a task that does not wait has none: they are bounded by the retry budget).
+        self.deadline = api.deadline if api.deadline is not None else self.started + max(0, request.wait_timeout)
+        # What the messages call the task's time (whole seconds).
+        self.wait_timeout = max(0, round(self.deadline - self.started))
+        self.api = api
         self.slice_end = self.started + request.progress_interval if request.progress_interval > 0 and request.waits else None
         self.report = DrainReport(request, started_at=now())
         self.recorder: DeletionRecorder | None = None
@@ -439,7 +442,7 @@ class DrainRun:
             self.api,
             self.recorder,
             wait=request.waits,
-            wait_timeout=request.wait_timeout,
+            wait_timeout=self.wait_timeout,
             deadline=self.deadline,
             fail=self.fail,
             slice_end=self.slice_end,
@@ -460,7 +463,7 @@ class DrainRun:
             request.controller_grace,
             "drain",
             wait=request.waits,
-            wait_timeout=request.wait_timeout,
+            wait_timeout=self.wait_timeout,
             deadline=self.deadline,
             actor=self.actor,
         )
@@ -574,7 +577,7 @@ class DrainRun:
         if self.slice_end is not None and self.api.monotonic() >= self.slice_end and not self.passes.timed_out():
             return self.result(False, drain.message)  # the progress interval is over: report where the drain stands
         if self.passes.timed_out():
-            raise self.fail(f"Timed out after {self.request.wait_timeout} s draining Node {self.report.node_name}. {drain.message}", timed_out=True)
+            raise self.fail(f"Timed out after {self.wait_timeout} s draining Node {self.report.node_name}. {drain.message}", timed_out=True)
         return None
 
     def drained(self, drain: DrainPass) -> dict:
@@ -617,4 +620,7 @@ def run_drain(api: KubeApi, request: DrainRequest, *, actor: Actor | None = None
     """Run one machine_drain task; the module result, or MachineError with the partial result.
     A Machine being deleted by its live controller is not drained: the controller's drain is followed
     (``actor``: who carries the deletion out, when the caller decided it already)."""
-    return DrainRun(api, request, actor=actor).run()
+    started = api.monotonic()
+    # The task's one deadline, wait_timeout from its start, given where its KubeApi is made.
+    task_api = api.fork(deadline=started + max(0, request.wait_timeout) if request.wait else None)
+    return DrainRun(task_api, request, actor=actor, started=started).run()

@@ -73,6 +73,8 @@ class Termination:
         started = api.monotonic() if started is None else started
         # The task's deadline is its transport's; a task without one does not wait at all.
         self.deadline = api.deadline if api.deadline is not None else started
+        # What the messages call the task's time (whole seconds).
+        self.wait_timeout = max(0, round(self.deadline - started)) if api.deadline is not None else request.wait_timeout
         self.report = Report(machine, self.flavour, started=started, started_at=now(), check_mode=request.check_mode)
         self.objects = terminate_api.ReferencedObjects(api)
         self._node_api: KubeApi | None = None
@@ -288,7 +290,7 @@ class Termination:
         """Where a run stops at a wait: a result without ``wait``, a failure when ``wait_timeout`` ran out."""
         if self.request.wait and not self.request.check_mode:
             machine = self.report.machine or self.report.first_seen
-            raise MachineError(timeout_message(decision, machine, self.flavour, self.request.wait_timeout), **self.result(), timed_out=True)
+            raise MachineError(timeout_message(decision, machine, self.flavour, self.wait_timeout), **self.result(), timed_out=True)
         return self.result()
 
 
@@ -311,7 +313,13 @@ def terminate_machine(api: KubeApi, request: TerminateRequest, *, actor: Actor |
     normalize_rules(list(request.rules or []))
     started = api.monotonic()
     # The task's one deadline: while it waits, the transport's retries and reads never outlast wait_timeout.
-    api = api.fork(deadline=started + request.wait_timeout if request.wait else None)
+    return terminate_on(api.fork(deadline=started + request.wait_timeout if request.wait else None), request, actor=actor, started=started)
+
+
+def terminate_on(api: KubeApi, request: TerminateRequest, *, actor: Actor | None = None, started: float | None = None) -> dict:
+    """The termination on ``api``, the task's fork: its deadline is the task's (``machine_delete``
+    gives the end of the terminate phase's share); see :func:`terminate_machine`."""
+    started = api.monotonic() if started is None else started
     try:
         machine = get_machine(api, request.namespace, request.machine, request.api_version)
     except (ApiError, Cancelled) as exc:
@@ -325,7 +333,15 @@ def terminate_machine(api: KubeApi, request: TerminateRequest, *, actor: Actor |
     followed = None
     if actor is None or actor.controller:
         followed = followed_deletion(
-            api, machine, request.machine_controller, request.controller_grace, "terminate", wait=request.wait, wait_timeout=request.wait_timeout, actor=actor
+            api,
+            machine,
+            request.machine_controller,
+            request.controller_grace,
+            "terminate",
+            wait=request.wait,
+            wait_timeout=request.wait_timeout,
+            deadline=api.deadline,
+            actor=actor,
         )
     if followed is not None:
         gone = followed["controller_progress"]["phase"] == "gone"

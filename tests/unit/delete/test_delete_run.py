@@ -4,9 +4,8 @@ themselves replaced by stand-ins: this is the run's flow, not the steps)."""
 
 from __future__ import annotations
 
-import time
-
 import pytest
+from fake_kube import FakeKube
 
 from ansible_collections.lifecycle.machine.plugins.module_utils._delete import run as delete_run
 from ansible_collections.lifecycle.machine.plugins.module_utils._delete.logic import DRAIN, FAILED, IN_PROGRESS, DeleteRequest
@@ -21,12 +20,17 @@ def deletion(monkeypatch, *, slice_seconds: float, drain_timeout: int = 600) -> 
     monkeypatch.setattr(delete_run.MachineDeletion, "mark", lambda self: True)
     monkeypatch.setattr(delete_run.MachineDeletion, "actor", lambda self: Actor(COLLECTION, "no controller"))
 
-    def drain_that_ran_out_of_time(_api, _request, **_decided):
-        raise MachineError(API_ERROR, message=API_ERROR, timed_out=True, changed=True)
+    class DrainThatRanOutOfTime:
+        def __init__(self, _api, _request, **_decided):
+            pass
 
-    monkeypatch.setattr(delete_run, "run_drain", drain_that_ran_out_of_time)
+        def run(self):
+            raise MachineError(API_ERROR, message=API_ERROR, timed_out=True, changed=True)
+
+    monkeypatch.setattr(delete_run, "DrainRun", DrainThatRanOutOfTime)
     request = DeleteRequest(machines=(MACHINE,), drain_timeout=drain_timeout, progress_interval=int(slice_seconds))
-    return delete_run.MachineDeletion(None, request, MACHINE, clock={}, slice_end=time.monotonic() + slice_seconds)
+    fake = FakeKube()
+    return delete_run.MachineDeletion(fake, request, MACHINE, clock={}, slice_end=fake.monotonic() + slice_seconds)
 
 
 def test_a_drain_cut_short_by_the_slice_goes_on_in_the_next_call(monkeypatch) -> None:
