@@ -361,7 +361,8 @@ def _volume_step(facts: Facts, flavour: Flavour, builder: _Builder) -> Decision 
         if not facts.skip_reason and recorded and recorded.get("status") == "True":
             # Finished before the Node work ended for good (the InfraMachine went, say): that is what happened.
             builder.add(STEP_VOLUMES, DONE, "the Machine records the volume wait as finished")
-            builder.volumes = _volumes_summary(None, None, started_at)
+            seen = facts.volumes if facts.volumes is not None and not facts.volumes.waiting else None
+            builder.volumes = _volumes_summary(seen, None, started_at)
         else:
             builder.add(STEP_VOLUMES, SKIPPED, skipped)
             builder.volumes = _volumes_summary(None, skipped, started_at)
