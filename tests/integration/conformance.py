@@ -556,8 +556,14 @@ def run_capi(plane: dict, scenarios: list[Scenario]) -> list[str]:
         delete_real=lambda side: bed.kube.delete(f"{bed.machines}/{side.machine}"),
         collection=collection,
     )
-    assert result and not result.get("failed"), result.get("msg") or result
-    return compare(pairs, kube=bed.kube, machine_audit=bed.kubeconfig.parent / "audit.log", agent=CAPI_AGENT)
+    failed = None if result and not result.get("failed") else (result.get("msg") or result)
+    try:
+        reports = compare(pairs, kube=bed.kube, machine_audit=bed.kubeconfig.parent / "audit.log", agent=CAPI_AGENT)
+    except AssertionError as exc:
+        # The comparison shows where the collection stood when it failed.
+        raise AssertionError(f"{exc}\n\nmachine_delete failed: {failed}" if failed else str(exc)) from None
+    assert not failed, failed
+    return reports
 
 
 # ---------------------------------------------------------------------------

@@ -389,9 +389,14 @@ INFRA_DELETING_NO_DRAIN = Scenario(
     act=_finish_infra_deletion,
 )
 
+INFRA_NOT_PROVISIONED = (
+    "Cluster API mirrors an InfraMachine that never reported provisioned into InfrastructureReady False Deleting"
+    " (and Ready with it) once the Machine is deleted; the collection leaves InfrastructureReady as it was until the InfraMachine is gone"
+)
+
 # No controller ever set a nodeRef (the InfraMachine was never reported provisioned), but the
 # InfraMachine's spec.providerID is the Node's: v1.14 finds the Node by it, drains and deletes it.
-NODE_FOUND_BY_PROVIDER_ID = Scenario("node-by-provider-id", pods={"web-0": {}}, provisioned=False)
+NODE_FOUND_BY_PROVIDER_ID = Scenario("node-by-provider-id", pods={"web-0": {}}, provisioned=False, expected={"conditions": INFRA_NOT_PROVISIONED})
 
 
 def _lift_pre_drain_hook(kube: KubeApi, _workload: KubeApi, side: Side) -> None:
@@ -409,13 +414,15 @@ NO_NODE_NO_PRE_DRAIN_WAIT = Scenario(
     provisioned=False,
     node_matches_infra=False,
     act=_lift_pre_drain_hook,
+    expected={"conditions": INFRA_NOT_PROVISIONED},
 )
 
 
 def _two_budgets(_kube: KubeApi, workload: KubeApi, side: Side) -> None:
     for name in ("two-a", "two-b"):
         body = {"apiVersion": "policy/v1", "kind": "PodDisruptionBudget", "metadata": {"name": name}}
-        body["spec"] = {"maxUnavailable": 1, "selector": {"matchLabels": {"group": "two"}}}
+        # minAvailable 0 allows every disruption (maxUnavailable would need the Pod's controller).
+        body["spec"] = {"minAvailable": 0, "selector": {"matchLabels": {"group": "two"}}}
         workload.create(f"/apis/policy/v1/namespaces/{side.pod_namespace}/poddisruptionbudgets", body)
 
 
@@ -477,11 +484,16 @@ def _volume_and_late_pod(_kube: KubeApi, workload: KubeApi, side: Side) -> None:
 
 # The drain runs again on every look until the preTerminate wait starts: a Pod that lands on
 # the Node while the volumes are waited for is evicted by v1.14.
+DRAIN_ONCE = (
+    "the collection's drain ends once, before the volume wait begins (docs/behaviour.md, row 19 of the decisions);"
+    " the controller drains again on each look until the preTerminate wait starts, and evicts the late Pod"
+)
 DRAIN_REPEATED_UNTIL_PRE_TERMINATE = Scenario(
     "drain-repeated-in-volume-wait",
     pods={"web-0": {}},
     setup=_attach_volume,
     act=_volume_and_late_pod,
+    expected={"evicted": DRAIN_ONCE, "Deleting": DRAIN_ONCE, "conditions": DRAIN_ONCE},
 )
 
 
