@@ -22,6 +22,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+from ansible_collections.lifecycle.machine.plugins.module_utils._machine.blockers import blocker_lines
 from ansible_collections.lifecycle.machine.plugins.module_utils._options.logic import duration_seconds
 
 # The keys of a machines entry that machine_delete takes back (what it returned, less the outcome).
@@ -119,7 +120,7 @@ class DrainRounds(Rounds):
         self.passes += int(result.get("passes") or 0)
         for pod in result.get("pods") or []:
             self.pods[(str(pod.get("namespace")), str(pod.get("name")))] = pod
-        return (result.get("message") or "").splitlines()
+        return (result.get("message") or "").splitlines() + blocker_lines(result.get("blockers") or [])
 
     def finished(self) -> bool:
         return not (self.may_go_on() and self.args.get("wait", True) is not False and self.last.get("completed") is False)

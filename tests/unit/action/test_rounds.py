@@ -49,6 +49,14 @@ def test_a_drain_result_adds_up_every_round() -> None:
     assert result["completed"] is True
 
 
+def test_a_drain_round_prints_what_holds_it_that_needs_someone() -> None:
+    rounds = DrainRounds({"node": "n", "progress_interval": 20}, 0.0, check_mode=False)
+    held = {"verdict": "can never clear as things stand", "kind": "two budgets", "object": "Pod ns/a", "reason": "change the budgets"}
+    clears = {"verdict": "clears by itself", "kind": "pod terminating", "object": "Pod ns/b", "reason": "within its grace"}
+    lines = rounds.add({**drain_round(completed=False, evicted=[], pods=["a"]), "message": "Drain not completed yet", "blockers": [held, clears]})
+    assert lines == ["Drain not completed yet", "! can never clear as things stand: two budgets Pod ns/a: change the budgets"]
+
+
 def test_a_drain_that_times_out_in_a_later_round_names_the_tasks_wait_timeout() -> None:
     rounds = DrainRounds({"node": "n", "wait_timeout": 30, "progress_interval": 20}, 0.0, check_mode=False)
     rounds.add(drain_round(completed=False))
