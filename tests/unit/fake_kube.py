@@ -147,6 +147,11 @@ class FakeKube:
     def request_count(self) -> int:
         return len(self.requests)
 
+    @property
+    def total_requests(self) -> int:
+        """Every request of the store and its forks (one list: they share it)."""
+        return len(self.requests)
+
     def cancel(self) -> None:
         self.cancelled = True
 

@@ -1,7 +1,8 @@
 """The layout of plugins/ stays as designed (read from the source with ast, nothing is imported):
 
 (a) in a package of ``plugins/module_utils/`` (``_<feature>/``, ``_machine/``, ...)
-    only ``api.py`` and ``run.py`` talk to the API: every other file is pure,
+    only ``api.py``, ``waits.py`` (waits and follows, apart from the thin api file)
+    and ``run.py`` talk to the API: every other file is pure,
     dicts in and decisions out, importing nothing of ``_k8s``, ``_module``,
     ``kubernetes`` or ``ansible.module_utils.basic``, nor another package's
     api/run - neither directly nor through another file it imports. The same
@@ -45,7 +46,7 @@ COLLECTION = "ansible_collections.lifecycle.machine"
 UTILS = f"{COLLECTION}.plugins.module_utils"
 
 TRANSPORT = "_k8s"
-API_FILES = ("api.py", "run.py")
+API_FILES = ("api.py", "waits.py", "run.py")
 TOP_LEVEL_FILES = ("_module.py", "_errors.py", "_timeutil.py")
 PURE_TOP_LEVEL_FILES = ("_errors.py", "_timeutil.py")
 # Controller-side code: it never talks to a cluster.
@@ -160,7 +161,7 @@ def talks_to_the_api(target: str) -> bool:
     if not target.startswith(prefix):
         return False
     parts = target[len(prefix) :].split(".")
-    return len(parts) >= 2 and parts[0] in {p.name for p in packages()} and parts[1] in ("api", "run")
+    return len(parts) >= 2 and parts[0] in {p.name for p in packages()} and parts[1] in {name.removesuffix(".py") for name in API_FILES}
 
 
 def impure_imports(path: Path, source: str | None = None) -> list[str]:
@@ -179,7 +180,8 @@ def impure_imports(path: Path, source: str | None = None) -> list[str]:
     errors = []
     for line, target, text in first_per_file(imports(path, source), lambda t: any(under(t, prefix) for prefix in IMPURE)):
         errors.append(
-            f"[rule a] {where(path, line)}: `{text}` - {what}: only api.py and run.py may import _k8s, _module, kubernetes or {BASIC} (here {target}). {move}"
+            f"[rule a] {where(path, line)}: `{text}` - {what}: only api.py, waits.py and run.py may import _k8s, _module, kubernetes"
+            f" or {BASIC} (here {target}). {move}"
         )
     for line, target, text in first_per_file(imports(path, source), talks_to_the_api):
         errors.append(

@@ -35,8 +35,6 @@ from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.client impo
 from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.errors import ApiError, Cancelled
 from ansible_collections.lifecycle.machine.plugins.module_utils._machine.api import (
     NO_NODE_REF,
-    actor_of,
-    follow_controller,
     get_machine,
     machine_api_versions,
     node_steps_skip_reason,
@@ -55,8 +53,9 @@ from ansible_collections.lifecycle.machine.plugins.module_utils._machine.control
     who_deletes,
 )
 from ansible_collections.lifecycle.machine.plugins.module_utils._machine.flavour import flavour_for
-from ansible_collections.lifecycle.machine.plugins.module_utils._machine.selection import MachineSelection
-from ansible_collections.lifecycle.machine.plugins.module_utils._mark.run import mark_for_deletion
+from ansible_collections.lifecycle.machine.plugins.module_utils._machine.scope import MachineScope
+from ansible_collections.lifecycle.machine.plugins.module_utils._machine.waits import actor_of, follow_controller
+from ansible_collections.lifecycle.machine.plugins.module_utils._mark.run import mark
 from ansible_collections.lifecycle.machine.plugins.module_utils._terminate.logic import NODE_DELETION_FAILED, STEP_NODE
 from ansible_collections.lifecycle.machine.plugins.module_utils._terminate.run import TerminateRequest, terminate_on
 from ansible_collections.lifecycle.machine.plugins.module_utils._workload.api import check_node_side
@@ -76,9 +75,8 @@ class MachineDeletion:
         # (phase, timeout) while a step is waited for and tried again: an unreachable workload
         # cluster, a Node deletion that failed.
         self.again: tuple[str, int] | None = None
-        # When this task marked the Machine (epoch seconds); the Machine as last read.
+        # When this task marked the Machine (epoch seconds).
         self.marked_at: float | None = None
-        self.current: dict | None = None
 
     @property
     def key(self) -> str:
@@ -102,16 +100,13 @@ class MachineDeletion:
         try:
             while True:
                 self.again = None
-                if not self.mark():
-                    outcome.status, outcome.step, outcome.message = DONE, "release", "the Machine is gone"
-                else:
-                    actor = self.actor()
-                    if actor is None:
-                        pass  # undecided when this call's slice ended, or gone meanwhile: the outcome says so
-                    elif actor.controller:
-                        self.follow(actor)
-                    elif self.drain(actor) and not self.request.check_mode and not self.controller_took_over():
-                        self.terminate(actor)
+                scope = self.scope()
+                if scope is None:
+                    pass  # gone, or undecided when this call's slice ended: the outcome says so
+                elif scope.actor.controller:
+                    self.follow(scope)
+                elif self.drain(scope) and not self.request.check_mode and not self.controller_took_over(scope):
+                    self.terminate(scope)
                 if not self.go_again():
                     break
         except Cancelled as exc:
@@ -176,71 +171,69 @@ class MachineDeletion:
         self.api.sleep(pause)
         return True
 
-    def mark(self) -> bool:
-        """Mark the Machine for deletion (held by the flavour's finalizer); False when it is gone."""
-        selection = MachineSelection(machine=self.machine["name"], namespace=self.machine["namespace"], api_version=self.machine.get("api_version"))
+    def scope(self) -> MachineScope | None:
+        """This round's scope of the Machine: read once, marked for deletion (held by the
+        flavour's finalizer) unless it is already, and who carries the deletion out decided
+        once; None when this call ends here (gone, or still undecided: the outcome says why)."""
+        request, outcome = self.request, self.outcome
+        machine = get_machine(self.api, self.machine["namespace"], self.machine["name"], self.machine.get("api_version"))
+        if machine is not None:
+            machine = self.mark(machine)
+        if machine is None:
+            outcome.status, outcome.step, outcome.message = DONE, "release", "the Machine is gone"
+            return None
+        if request.check_mode:
+            return MachineScope(machine, self.decided(predicted_actor(machine, request.machine_controller)), marked_at=self.marked_at)
+        current, actor = actor_of(self.api, machine, request.machine_controller, request.controller_grace, marked_at=self.marked_at, deadline=self.slice_end)
+        if actor.who not in (CONTROLLER, COLLECTION):
+            outcome.status, outcome.step, outcome.message = IN_PROGRESS, DRAIN, actor.reason[:1].upper() + actor.reason[1:]
+            return None
+        scope = MachineScope(machine, self.decided(actor), marked_at=self.marked_at)
+        scope.seen(current)
+        scope.gone = current is None  # it went while its controller was looked for: followed, it is done
+        return scope
+
+    def mark(self, machine: dict) -> dict | None:
+        """Mark the Machine (as read this round) for deletion unless it is already; the Machine
+        as it is then (the read after the deletion request), None when it is gone."""
         asked_at = time.time()
-        marked = mark_for_deletion(self.api, selection, self.request.check_mode, vet=self.vet)
-        entry = marked["machines"][0]
+        entry, _diff, current = mark(self.api, machine, self.request.check_mode, self.vet)
         if entry["action"] == "marked":
             self.marked_at = asked_at
-        self.outcome.changed |= marked["changed"]
+        self.outcome.changed |= entry["changed"]
         self.outcome.flavour = entry.get("flavour")
         self.outcome.cluster = entry.get("cluster")
         self.outcome.step = "mark"
-        return entry["action"] != "absent"
-
-    def read(self) -> dict | None:
-        self.current = get_machine(self.api, self.machine["namespace"], self.machine["name"], self.machine.get("api_version"))
-        return self.current
+        return current
 
     def decided(self, actor: Actor) -> Actor:
         self.outcome.carried_out_by = actor.who
         self.outcome.controller = actor.manager or None
         return actor
 
-    def actor(self) -> Actor | None:
-        """Who carries out this Machine's deletion (``machine_controller``); None when
-        this call ends before that is known (the outcome then says why)."""
-        request, outcome = self.request, self.outcome
-        machine = self.read()
-        if machine is None:
-            outcome.status, outcome.step, outcome.message = DONE, "release", "the Machine is gone"
-            return None
-        if request.check_mode:
-            return self.decided(predicted_actor(machine, request.machine_controller))
-        self.current, actor = actor_of(
-            self.api, machine, request.machine_controller, request.controller_grace, marked_at=self.marked_at, deadline=self.slice_end
-        )
-        if actor.who not in (CONTROLLER, COLLECTION):
-            outcome.status, outcome.step, outcome.message = IN_PROGRESS, DRAIN, actor.reason[:1].upper() + actor.reason[1:]
-            return None
-        return self.decided(actor)
-
-    def controller_took_over(self) -> bool:
-        """Between the drain and the termination, once more: a controller that
-        answered late (auto) carries out the rest, followed, not raced."""
+    def controller_took_over(self, scope: MachineScope) -> bool:
+        """Between the drain and the termination, once more, on the Machine as the drain
+        last saw or wrote it: a controller that answered late (auto) carries out the
+        rest, followed, not raced."""
         if self.request.machine_controller != AUTO or self.outcome.status in (FAILED, DONE):
             return False
-        machine = self.read()
-        if machine is None:
-            return False
-        actor = who_deletes(machine, self.request.machine_controller, self.request.controller_grace, time.time(), marked_at=self.marked_at)
+        actor = who_deletes(scope.machine, self.request.machine_controller, self.request.controller_grace, time.time(), marked_at=scope.marked_at)
         if not actor.controller:
             return False
-        self.follow(self.decided(actor))
+        scope.actor = self.decided(actor)
+        self.follow(scope)
         return True
 
-    def follow(self, actor: Actor) -> None:
+    def follow(self, scope: MachineScope) -> None:
         """The Machine's live controller carries out the deletion: follow it through
         the conditions it writes, phase by phase, within the phases' budgets; write nothing."""
-        request, outcome = self.request, self.outcome
-        machine = self.current
+        request, outcome, actor = self.request, self.outcome, scope.actor
+        machine: dict | None = None if scope.gone else scope.machine
         if request.check_mode:
             outcome.status, outcome.step = PLANNED, "mark"
             outcome.message = f"would mark it for deletion; {actor.reason}"
             return
-        flavour = flavour_for(machine) if machine is not None else None
+        flavour = scope.flavour
         while True:
             progress = controller_progress(machine, flavour)
             phase = progress["phase"]
@@ -252,7 +245,9 @@ class MachineDeletion:
             outcome.step = phase
             timeout = request.drain_timeout if phase == DRAIN else request.terminate_timeout
             end, final = self.phase_end(phase, timeout)
+            scope.ends[phase] = end
             machine, progress, done = follow_controller(self.api, machine, flavour, phase, end)
+            scope.seen(machine)
             if done:
                 continue
             if final and budget_left(self.clock, self.key, phase, timeout, time.time()) <= 0:
@@ -260,11 +255,12 @@ class MachineDeletion:
             outcome.status, outcome.message = IN_PROGRESS, following_message(actor, progress)
             return
 
-    def drain(self, actor: Actor) -> bool:
+    def drain(self, scope: MachineScope) -> bool:
         """The preDrain gate and the drain; True when they are behind the Machine."""
         request, outcome = self.request, self.outcome
         outcome.step = DRAIN
         end, final = self.phase_end(DRAIN, request.drain_timeout)
+        scope.ends[DRAIN] = end
         drain_request = DrainRequest(
             machine=self.machine["name"],
             namespace=self.machine["namespace"],
@@ -279,7 +275,11 @@ class MachineDeletion:
         )
         try:
             # The phase's end is the drain's deadline, given where its KubeApi is made.
-            result = DrainRun(self.api.fork(deadline=end), drain_request, actor=actor).run()
+            run = DrainRun(self.api.fork(deadline=end), drain_request, scope=scope)
+            try:
+                result = run.run()
+            finally:
+                scope.seen(run.machine)  # the Machine as the drain last saw or wrote it
         except MachineError as exc:
             outcome.drain = drain_summary(exc.result)
             outcome.changed |= bool(exc.result.get("changed"))
@@ -303,10 +303,11 @@ class MachineDeletion:
             return False
         return True
 
-    def terminate(self, actor: Actor) -> None:
+    def terminate(self, scope: MachineScope) -> None:
         request, outcome = self.request, self.outcome
         outcome.step = TERMINATE
         end, final = self.phase_end(TERMINATE, request.terminate_timeout)
+        scope.ends[TERMINATE] = end
         terminate_request = TerminateRequest(
             namespace=self.machine["namespace"],
             machine=self.machine["name"],
@@ -319,7 +320,7 @@ class MachineDeletion:
             workload=request.workload,
         )
         try:
-            result = terminate_on(self.api.fork(deadline=end), terminate_request, actor=actor)
+            result = terminate_on(self.api.fork(deadline=end), terminate_request, scope=scope)
         except MachineError as exc:
             outcome.terminate = terminate_summary(exc.result)
             outcome.changed |= bool(exc.result.get("changed"))

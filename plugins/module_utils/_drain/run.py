@@ -54,7 +54,6 @@ from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.errors impo
 from ansible_collections.lifecycle.machine.plugins.module_utils._machine.api import (
     DeletionRecorder,
     find_node_ref,
-    followed_deletion,
     get_cluster,
     get_infrastructure,
     get_machine,
@@ -70,10 +69,12 @@ from ansible_collections.lifecycle.machine.plugins.module_utils._machine.conditi
     STAGE_PRE_DRAIN,
     Stage,
 )
-from ansible_collections.lifecycle.machine.plugins.module_utils._machine.controller import ABSENT, Actor
+from ansible_collections.lifecycle.machine.plugins.module_utils._machine.controller import ABSENT
 from ansible_collections.lifecycle.machine.plugins.module_utils._machine.deletion import node_work_over, object_state
 from ansible_collections.lifecycle.machine.plugins.module_utils._machine.flavour import CAPI_GROUP, PRE_DRAIN, Flavour, Hook, flavour_for, machine_label
 from ansible_collections.lifecycle.machine.plugins.module_utils._machine.nodes import is_unschedulable
+from ansible_collections.lifecycle.machine.plugins.module_utils._machine.scope import MachineScope
+from ansible_collections.lifecycle.machine.plugins.module_utils._machine.waits import followed_deletion
 from ansible_collections.lifecycle.machine.plugins.module_utils._timeutil import now
 from ansible_collections.lifecycle.machine.plugins.module_utils._workload import api as workload
 from ansible_collections.lifecycle.machine.plugins.module_utils._workload.logic import provider_id_conflict
@@ -334,13 +335,15 @@ class MachineProgress:
 class DrainRun:
     """One task: find the target, pass its gates, cordon/drain, report."""
 
-    def __init__(self, api: KubeApi, request: DrainRequest, *, actor: Actor | None = None, started: float | None = None):
+    def __init__(self, api: KubeApi, request: DrainRequest, *, scope: MachineScope | None = None, started: float | None = None):
         """``api`` is the task's fork: its deadline is the task's (:func:`run_drain` gives it
         ``wait_timeout`` from the start, ``machine_delete`` the end of the drain phase's share).
-        ``actor``: who carries out the Machine's deletion, when the caller decided it already
-        (``machine_delete``: the collection); otherwise a Machine being deleted is asked (``machine_controller``)."""
+        ``scope``: the Machine as the caller read it this round and who carries out its deletion,
+        decided already (``machine_delete``); without one the Machine is read and, being deleted,
+        asked about (``machine_controller``)."""
         self.request = request
-        self.actor = actor
+        self.scope = scope
+        self.actor = scope.actor if scope is not None else None
         self.started = api.monotonic() if started is None else started
         # The task's one deadline, read from its fork: retries and reads never outlast it
         # (a task that does not wait has none: they are bounded by the retry budget).
@@ -433,10 +436,14 @@ class DrainRun:
         request = self.request
         if not request.namespace:
             raise MachineError(f"namespace is required to find Machine {request.machine}")
-        machine = get_machine(self.api, request.namespace, request.machine, request.api_version)
-        if machine is None:
-            raise MachineError(f"Machine {request.namespace}/{request.machine} not found")
-        self.recorder = DeletionRecorder(self.api, machine, flavour_for(machine), dry_run=request.check_mode)
+        if self.scope is not None:
+            machine, flavour = self.scope.machine, self.scope.flavour
+        else:
+            machine = get_machine(self.api, request.namespace, request.machine, request.api_version)
+            if machine is None:
+                raise MachineError(f"Machine {request.namespace}/{request.machine} not found")
+            flavour = flavour_for(machine)
+        self.recorder = DeletionRecorder(self.api, machine, flavour, dry_run=request.check_mode)
         self.progress = MachineProgress(self.recorder)
         self.gate = DrainGate(
             self.api,
@@ -616,11 +623,10 @@ class DrainRun:
         return self.fail(message, **ran_out_of_time(exc), **unanswered_cluster(exc))
 
 
-def run_drain(api: KubeApi, request: DrainRequest, *, actor: Actor | None = None) -> dict:
+def run_drain(api: KubeApi, request: DrainRequest) -> dict:
     """Run one machine_drain task; the module result, or MachineError with the partial result.
-    A Machine being deleted by its live controller is not drained: the controller's drain is followed
-    (``actor``: who carries the deletion out, when the caller decided it already)."""
+    A Machine being deleted by its live controller is not drained: the controller's drain is followed."""
     started = api.monotonic()
     # The task's one deadline, wait_timeout from its start, given where its KubeApi is made.
     task_api = api.fork(deadline=started + max(0, request.wait_timeout) if request.wait else None)
-    return DrainRun(task_api, request, actor=actor, started=started).run()
+    return DrainRun(task_api, request, started=started).run()

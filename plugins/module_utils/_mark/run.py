@@ -11,6 +11,7 @@ from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.client impo
 from ansible_collections.lifecycle.machine.plugins.module_utils._machine.api import (
     get_machine,
     machine_path,
+    refresh,
     require_namespace,
     select_machines,
     update_with_retry,
@@ -20,29 +21,30 @@ from ansible_collections.lifecycle.machine.plugins.module_utils._machine.selecti
 from ansible_collections.lifecycle.machine.plugins.module_utils._mark.logic import deletion_state, with_finalizer
 
 
-def mark(api: KubeApi, machine: dict, check_mode: bool, vet: Callable[[dict], None] | None = None) -> tuple[dict, tuple[dict, dict] | None]:
+def mark(api: KubeApi, machine: dict, check_mode: bool, vet: Callable[[dict], None] | None = None) -> tuple[dict, tuple[dict, dict] | None, dict | None]:
     """Ensure the finalizer, then delete the Machine (only the one read, by UID).
     ``vet(machine)``, when given, is asked first about a Machine that is not being
-    deleted yet; it raises to leave the Machine as it is."""
+    deleted yet; it raises to leave the Machine as it is. Returns the entry, the
+    diff, and the Machine as it is after (None when it is gone)."""
     flavour = flavour_for(machine)
     entry = {"name": machine["metadata"]["name"], "namespace": machine["metadata"]["namespace"], "api_version": machine["apiVersion"], "flavour": flavour.name}
     if flavour.split_clusters:
         entry["cluster"] = flavour.cluster_name(machine)  # the workload cluster its Node is in
     before = deletion_state(machine, flavour)
     if before["deleting"]:
-        return {**entry, "action": "already_deleting", "finalizer_added": False, "held": before["held"], "changed": False}, None
+        return {**entry, "action": "already_deleting", "finalizer_added": False, "held": before["held"], "changed": False}, None, machine
     if vet is not None:
         vet(machine)
     updated, patch = update_with_retry(api, machine, with_finalizer(flavour), dry_run=check_mode)
     body = {"apiVersion": "v1", "kind": "DeleteOptions", "preconditions": {"uid": machine["metadata"]["uid"]}}
     deleted = api.delete(machine_path(machine), body=body, dry_run=check_mode)
     if not deleted:
-        return {**entry, "action": "absent", "finalizer_added": False, "held": False, "changed": patch is not None}, None
+        return {**entry, "action": "absent", "finalizer_added": False, "held": False, "changed": patch is not None}, None, None
     after = {"deleting": True, "finalizers": list(updated["metadata"].get("finalizers") or []), "held": True}
-    current = api.get(machine_path(machine)) or {}
-    timestamp = (current.get("metadata") or {}).get("deletionTimestamp")
+    current = refresh(api, machine)
+    timestamp = ((current or {}).get("metadata") or {}).get("deletionTimestamp")
     result = {**entry, "action": "marked", "finalizer_added": patch is not None, "held": True, "changed": True, "deletion_timestamp": timestamp}
-    return result, (before, after)
+    return result, (before, after), current
 
 
 def mark_for_deletion(api: KubeApi, selection: MachineSelection, check_mode: bool, vet: Callable[[dict], None] | None = None) -> dict:
@@ -54,7 +56,7 @@ def mark_for_deletion(api: KubeApi, selection: MachineSelection, check_mode: boo
     machines = select_machines(api, selection)
     results, before, after = [], {}, {}
     for machine in machines:
-        entry, diff = mark(api, machine, check_mode, vet)
+        entry, diff, _current = mark(api, machine, check_mode, vet)
         results.append(entry)
         if diff:
             key = f"{entry['namespace']}/{entry['name']}"

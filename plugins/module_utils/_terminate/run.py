@@ -19,14 +19,14 @@ from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.errors impo
 from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.watch import wait_until_gone
 from ansible_collections.lifecycle.machine.plugins.module_utils._machine.api import (
     DeletionRecorder,
-    followed_deletion,
     get_machine,
     refresh,
     require_namespace,
     wait_for_machine,
 )
-from ansible_collections.lifecycle.machine.plugins.module_utils._machine.controller import Actor
 from ansible_collections.lifecycle.machine.plugins.module_utils._machine.flavour import PRE_TERMINATE, flavour_for, machine_label
+from ansible_collections.lifecycle.machine.plugins.module_utils._machine.scope import MachineScope
+from ansible_collections.lifecycle.machine.plugins.module_utils._machine.waits import followed_deletion
 from ansible_collections.lifecycle.machine.plugins.module_utils._terminate import api as terminate_api
 from ansible_collections.lifecycle.machine.plugins.module_utils._terminate.logic import (
     AWAIT_INSTANCE,
@@ -305,21 +305,13 @@ def failure(exc: ApiError | Cancelled) -> tuple[str, dict]:
     return f"Cancelled: {exc}", {}
 
 
-def terminate_machine(api: KubeApi, request: TerminateRequest, *, actor: Actor | None = None) -> dict:
-    """Run the termination steps for the Machine of ``request`` (see the module documentation).
-    ``actor``: who carries out the Machine's deletion, when the caller decided it already
-    (``machine_delete``); otherwise a Machine being deleted is asked (``machine_controller``)."""
+def terminate_machine(api: KubeApi, request: TerminateRequest) -> dict:
+    """Run the termination steps for the Machine of ``request`` (see the module documentation)."""
     # Bad inline rules fail before anything is read or written.
     normalize_rules(list(request.rules or []))
     started = api.monotonic()
     # The task's one deadline: while it waits, the transport's retries and reads never outlast wait_timeout.
-    return terminate_on(api.fork(deadline=started + request.wait_timeout if request.wait else None), request, actor=actor, started=started)
-
-
-def terminate_on(api: KubeApi, request: TerminateRequest, *, actor: Actor | None = None, started: float | None = None) -> dict:
-    """The termination on ``api``, the task's fork: its deadline is the task's (``machine_delete``
-    gives the end of the terminate phase's share); see :func:`terminate_machine`."""
-    started = api.monotonic() if started is None else started
+    api = api.fork(deadline=started + request.wait_timeout if request.wait else None)
     try:
         machine = get_machine(api, request.namespace, request.machine, request.api_version)
     except (ApiError, Cancelled) as exc:
@@ -330,20 +322,24 @@ def terminate_on(api: KubeApi, request: TerminateRequest, *, actor: Actor | None
         require_namespace(api, request.namespace)
         return gone_result(request.namespace, request.machine, request.api_version, now())
     # A Machine being deleted by its live controller: the controller's termination is followed, nothing written.
-    followed = None
-    if actor is None or actor.controller:
-        followed = followed_deletion(
-            api,
-            machine,
-            request.machine_controller,
-            request.controller_grace,
-            "terminate",
-            wait=request.wait,
-            wait_timeout=request.wait_timeout,
-            deadline=api.deadline,
-            actor=actor,
-        )
+    followed = followed_deletion(
+        api,
+        machine,
+        request.machine_controller,
+        request.controller_grace,
+        "terminate",
+        wait=request.wait,
+        wait_timeout=request.wait_timeout,
+        deadline=api.deadline,
+    )
     if followed is not None:
         gone = followed["controller_progress"]["phase"] == "gone"
         return {**followed, "released": gone, "gone": gone, "steps": [], "actions": []}
     return Termination(api, machine, request, started=started).run()
+
+
+def terminate_on(api: KubeApi, request: TerminateRequest, *, scope: MachineScope) -> dict:
+    """The termination of ``scope``'s Machine on ``api``, the task's fork, whose deadline is the
+    task's (``machine_delete``: the end of the terminate phase's share). The caller read the
+    Machine this round and decided the collection carries out its deletion: neither is asked again."""
+    return Termination(api, scope.machine, request).run()

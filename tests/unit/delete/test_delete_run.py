@@ -1,45 +1,118 @@
-"""machine_delete's run of one Machine: a step cut short by the end of the call's
-slice goes on in the next call; one whose whole budget is spent fails (the steps
-themselves replaced by stand-ins: this is the run's flow, not the steps)."""
+"""machine_delete's orchestrator (``_delete/run.py``, ``MachineDeletion``) against the
+in-memory stand-in, like the other runners: one round reads each Machine once and
+hands the steps its scope; a step cut short by the end of the call's progress
+interval goes on in the next call; one whose whole budget is spent fails; a live
+controller is followed, writing nothing."""
 
 from __future__ import annotations
 
-import pytest
-from fake_kube import FakeKube
+import sys
+from pathlib import Path
 
-from ansible_collections.lifecycle.machine.plugins.module_utils._delete import run as delete_run
-from ansible_collections.lifecycle.machine.plugins.module_utils._delete.logic import DRAIN, FAILED, IN_PROGRESS, DeleteRequest
-from ansible_collections.lifecycle.machine.plugins.module_utils._errors import MachineError
-from ansible_collections.lifecycle.machine.plugins.module_utils._machine.controller import COLLECTION, Actor
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "terminate"))
 
-MACHINE = {"name": "a", "namespace": "ns", "api_version": None}
-API_ERROR = "Failed to drain Node a: GET Node a: 503 etcdserver: request timed out (gave up after 3 attempts in 1.2 s)"
+from terminate_run_world import CAPI, NAME, NODE, NODE_PATH, NS, World
 
+from ansible_collections.lifecycle.machine.plugins.module_utils._delete.logic import (
+    DONE,
+    DRAIN,
+    FAILED,
+    IN_PROGRESS,
+    DeleteRequest,
+)
+from ansible_collections.lifecycle.machine.plugins.module_utils._delete.run import delete_machines
 
-def deletion(monkeypatch, *, slice_seconds: float, drain_timeout: int = 600) -> delete_run.MachineDeletion:
-    monkeypatch.setattr(delete_run.MachineDeletion, "mark", lambda self: True)
-    monkeypatch.setattr(delete_run.MachineDeletion, "actor", lambda self: Actor(COLLECTION, "no controller"))
-
-    class DrainThatRanOutOfTime:
-        def __init__(self, _api, _request, **_decided):
-            pass
-
-        def run(self):
-            raise MachineError(API_ERROR, message=API_ERROR, timed_out=True, changed=True)
-
-    monkeypatch.setattr(delete_run, "DrainRun", DrainThatRanOutOfTime)
-    request = DeleteRequest(machines=(MACHINE,), drain_timeout=drain_timeout, progress_interval=int(slice_seconds))
-    fake = FakeKube()
-    return delete_run.MachineDeletion(fake, request, MACHINE, clock={}, slice_end=fake.monotonic() + slice_seconds)
+KEY = f"{NS}/{NAME}"
+POD = f"/api/v1/namespaces/{NS}/pods/web-0"
+PDB = "Cannot evict pod as it would violate the pod's disruption budget."
 
 
-def test_a_drain_cut_short_by_the_slice_goes_on_in_the_next_call(monkeypatch) -> None:
-    outcome = deletion(monkeypatch, slice_seconds=20).run()
-    assert (outcome.status, outcome.step, outcome.message) == (IN_PROGRESS, DRAIN, API_ERROR)
-    assert outcome.changed
+def world(*, deleting: bool = False, status_writer: str | None = None) -> World:
+    """A Cluster API Machine with its Node, Cluster, control plane and referenced objects;
+    not marked for deletion yet unless ``deleting``; ``status_writer``: a controller that wrote its status."""
+    place = World(CAPI)
+    place.fake.discovery.serve("v1", {"name": "namespaces", "kind": "Namespace", "namespaced": False})
+    place.fake.put(f"/api/v1/namespaces/{NS}", {"kind": "Namespace", "metadata": {"name": NS}})
+    machine = place.machine()
+    machine["metadata"]["uid"] = "uid-machine"
+    machine["status"].pop("deprecated", None)
+    if not deleting:
+        machine["metadata"].pop("deletionTimestamp")
+    if status_writer:
+        stamp = machine["metadata"].get("deletionTimestamp") or "2026-01-01T00:00:00Z"
+        machine["metadata"]["managedFields"] = [{"manager": status_writer, "operation": "Update", "subresource": "status", "time": stamp}]
+    place.fake.put(place.path, machine)
+    return place
 
 
-@pytest.mark.parametrize("drain_timeout", [5, 15])
-def test_a_drain_whose_budget_is_spent_fails(monkeypatch, drain_timeout: int) -> None:
-    outcome = deletion(monkeypatch, slice_seconds=20, drain_timeout=drain_timeout).run()
-    assert (outcome.status, outcome.message) == (FAILED, API_ERROR)
+def pod(place: World) -> None:
+    """A replicated Pod on the Machine's Node."""
+    owner = [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "web", "controller": True}]
+    body = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "web-0", "namespace": NS, "ownerReferences": owner}, "spec": {"nodeName": NODE}}
+    place.fake.put(POD, {**body, "status": {"phase": "Running"}})
+
+
+def request(**options) -> DeleteRequest:
+    return DeleteRequest(machines=({"name": NAME, "namespace": NS, "api_version": None},), **{"machine_controller": "absent", **options})
+
+
+def machine_gets(place: World) -> int:
+    return sum(1 for method, path in place.fake.requests if method == "GET" and path == place.path)
+
+
+def test_one_round_reads_the_machine_once_and_deletes_it() -> None:
+    place = world()
+    result = delete_machines(place.fake, request())
+    (outcome,) = result["machines"]
+    assert (outcome["status"], outcome["message"], outcome["carried_out_by"]) == (DONE, "deleted", "collection"), outcome
+    assert place.stored(place.path) is None and place.stored(NODE_PATH) is None
+    # The round's read, the read after the deletion request (its deletionTimestamp) and the one
+    # that sees it gone after the release; the drain and the termination take it from the round's scope.
+    assert machine_gets(place) == 3, place.fake.requests
+    assert result["completed"] and set(result["clock"][KEY]) == {DRAIN, "terminate"}
+
+
+def test_a_drain_cut_short_by_the_progress_interval_goes_on_in_the_next_call_then_fails_when_its_budget_is_spent() -> None:
+    place = world(deleting=True)
+    pod(place)
+    place.fake.fail("POST", f"{POD}/eviction", *[place.fake.error(429, PDB) for _attempt in range(200)])
+    first = delete_machines(place.fake, request(drain_timeout=60, progress_interval=10, wait_sleep=2))
+    (outcome,) = first["machines"]
+    assert (outcome["status"], outcome["step"]) == (IN_PROGRESS, DRAIN), outcome
+    assert "Drain not completed yet" in outcome["message"], outcome["message"]
+    # The drain's deadline was the end of the progress interval, given through its fork, on the transport's clock.
+    drain_forks = [fork for fork in place.fake.forks if fork.deadline is not None]
+    assert drain_forks and all(fork.deadline <= place.fake.monotonic() for fork in drain_forks)
+    # Once the phase's budget is spent (its start is carried in the clock), the drain fails naming the whole budget.
+    clock = {KEY: {phase: since - 120 for phase, since in first["clock"][KEY].items()}}
+    last = delete_machines(place.fake, request(drain_timeout=60, progress_interval=10, wait_sleep=2, clock=clock))
+    (outcome,) = last["machines"]
+    assert outcome["status"] == FAILED and outcome["message"].startswith("Timed out after 60 s draining Node"), outcome
+
+
+def test_a_live_controller_is_followed_and_nothing_is_written_but_the_mark() -> None:
+    place = world(deleting=True, status_writer="capi-controller-manager")
+    place.go_when_watched(place.path)
+    result = delete_machines(place.fake, request(machine_controller="live"))
+    (outcome,) = result["machines"]
+    assert (outcome["status"], outcome["carried_out_by"]) == (DONE, "controller"), outcome
+    assert outcome["message"] == "deleted by its controller", outcome["message"]
+    assert outcome["drain"] == {"completed": True, "carried_out_by": "controller"}
+    assert [method for method, _path in place.writes()] == [], place.writes()
+    assert place.stored(NODE_PATH) is not None
+
+
+def test_auto_acts_at_once_for_a_machine_no_controller_ever_served() -> None:
+    place = world()
+    result = delete_machines(place.fake, request(machine_controller="auto"))
+    (outcome,) = result["machines"]
+    assert (outcome["status"], outcome["carried_out_by"]) == (DONE, "collection"), outcome
+    assert machine_gets(place) == 3, place.fake.requests
+
+
+def test_check_mode_plans_and_writes_nothing() -> None:
+    place = world()
+    result = delete_machines(place.fake, request(check_mode=True))
+    (outcome,) = result["machines"]
+    assert outcome["status"] == "planned", outcome
+    assert place.stored(place.path)["metadata"].get("deletionTimestamp") is None

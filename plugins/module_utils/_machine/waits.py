@@ -1,0 +1,126 @@
+# Copyright: lifecycle.machine contributors
+# Apache License 2.0 (see LICENSE)
+"""Waits on a Machine's live controller: who carries out a deletion (looking for
+the controller's answer within its grace), and following the controller's
+deletion phase by phase, writing nothing. The decisions are
+``_machine/controller.py``'s (pure); the watch is ``_machine/api.py``'s
+``wait_for_machine``. Waits live here, apart from the thin api file, as
+amazon.aws keeps its waiters apart from its api calls.
+"""
+
+from __future__ import annotations
+
+import time
+
+from ansible_collections.lifecycle.machine.plugins.module_utils._errors import MachineError
+from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.client import KubeApi
+from ansible_collections.lifecycle.machine.plugins.module_utils._machine.api import wait_for_machine
+from ansible_collections.lifecycle.machine.plugins.module_utils._machine.controller import (
+    ABSENT,
+    COLLECTION,
+    CONTROLLER,
+    UNDECIDED,
+    Actor,
+    controller_progress,
+    done_message,
+    following_message,
+    timeout_message,
+    who_deletes,
+)
+from ansible_collections.lifecycle.machine.plugins.module_utils._machine.flavour import Flavour, flavour_for, is_deleting, machine_label
+
+
+def actor_of(
+    api: KubeApi, machine: dict, setting: str, grace: float, *, marked_at: float | None = None, deadline: float | None = None
+) -> tuple[dict | None, Actor]:
+    """Who carries out the deletion of ``machine`` (read after it was marked):
+    with ``machine_controller: auto`` and a controller that served the Machine
+    before, waits (watching) up to ``grace`` seconds from the deletion, and no
+    longer than ``deadline`` (an ``api.monotonic()`` value), for it to answer.
+    Returns the Machine as last seen (None when it went meanwhile) and the Actor."""
+    actor = who_deletes(machine, setting, grace, time.time(), marked_at=marked_at)
+    if actor.who != UNDECIDED:
+        return machine, actor
+    wait = max(0.0, (actor.wait_until or 0.0) - time.time())
+    until = api.monotonic() + wait
+    if deadline is not None:
+        until = min(until, deadline)
+
+    def answered(current: dict | None) -> bool:
+        return current is None or who_deletes(current, setting, grace, time.time(), marked_at=marked_at).who == CONTROLLER
+
+    current, _done = wait_for_machine(api, machine, answered, until)
+    if current is None:
+        return None, Actor(CONTROLLER, "the Machine went while its controller was being looked for", manager=actor.manager)
+    now = time.time()
+    if deadline is None or api.monotonic() < deadline:
+        now = max(now, actor.wait_until or 0.0)  # the grace is over, not the caller's time
+    return current, who_deletes(current, setting, grace, now, marked_at=marked_at)
+
+
+def follow_controller(api: KubeApi, machine: dict, flavour: Flavour, phase: str, deadline: float) -> tuple[dict | None, dict, bool]:
+    """Follow a live controller's deletion of ``machine`` until ``phase``
+    (``drain``: the drain is behind it; ``terminate``: the Machine is gone) is
+    done or ``deadline`` (an ``api.monotonic()`` value) passes. Writes nothing.
+    Returns (the Machine as last seen or None, its progress, whether the phase is done)."""
+
+    def done(current: dict | None) -> bool:
+        progress = controller_progress(current, flavour)
+        return progress["phase"] == "gone" or (phase == "drain" and progress["drained"])
+
+    if done(machine):
+        return machine, controller_progress(machine, flavour), True
+    current, finished = wait_for_machine(api, machine, done, deadline)
+    return current, controller_progress(current, flavour), finished
+
+
+def followed_deletion(
+    api: KubeApi,
+    machine: dict | None,
+    setting: str,
+    grace: float,
+    phase: str,
+    *,
+    wait: bool,
+    wait_timeout: float,
+    deadline: float | None = None,
+    actor: Actor | None = None,
+) -> dict | None:
+    """For machine_drain (``phase`` drain) and machine_terminate (``phase``
+    terminate) on a Machine being deleted: None when the collection carries the
+    deletion out (the step runs as usual); otherwise the live controller is
+    followed - nothing is written - until the phase is behind it (or, without
+    ``wait``, as it stands now), and the part of the result that says so.
+    ``deadline`` is the task's (an ``api.monotonic()`` instant, its fork's);
+    without one, ``wait_timeout`` from now. MachineError when the controller does
+    not finish the phase in time, or is still being looked for when the time is up.
+    ``actor``: who carries out the deletion when the caller decided it already (not asked again)."""
+    if machine is None or not is_deleting(machine) or (actor is None and setting == ABSENT):
+        return None
+    if not wait:
+        deadline = api.monotonic()
+    elif deadline is None:
+        deadline = api.monotonic() + wait_timeout
+    current = machine
+    if actor is None:
+        current, actor = actor_of(api, machine, setting, grace, deadline=deadline)
+    if actor.who == COLLECTION:
+        return None
+    if actor.who == UNDECIDED:
+        raise MachineError(f"Machine {machine_label(machine)}: {actor.reason}; nothing was done, run again", carried_out_by=UNDECIDED)
+    flavour = flavour_for(machine)
+    if current is None:
+        progress, done = controller_progress(None, flavour), True
+    else:
+        current, progress, done = follow_controller(api, current, flavour, phase, deadline)
+    result = {
+        "changed": False,
+        "carried_out_by": CONTROLLER,
+        "controller": actor.manager or None,
+        "completed": done,
+        "message": done_message(actor) if progress["phase"] == "gone" else following_message(actor, progress),
+        "controller_progress": progress,
+    }
+    if not done and wait:
+        raise MachineError(f"Machine {machine_label(machine)}: {timeout_message(actor, progress, int(wait_timeout))}", timed_out=True, **result)
+    return result
