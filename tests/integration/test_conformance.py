@@ -524,6 +524,26 @@ def _stuck_volume_and_timeout(kube: KubeApi, workload: KubeApi, side: Side) -> N
 
 NODE_VOLUME_DETACH_TIMEOUT = Scenario("volume-timeout", pods={"web-0": {}}, setup=_stuck_volume_and_timeout)
 
+
+def _delete_node(kube: KubeApi, workload: KubeApi, side: Side) -> None:
+    """The Node is gone (deleted by hand, say) before the Machine is deleted; its Pods stay in the API a while."""
+    _wait_for_node_ref(kube, side)
+    workload.delete(f"/api/v1/nodes/{side.node}")
+    wait_for(lambda: workload.get(f"/api/v1/nodes/{side.node}") is None, timeout=30, what=f"Node {side.node} gone")
+
+
+# The nodeRef names a Node that no longer exists: the drain is finished (nothing to drain), the
+# volume wait skipped, and the Node's deletion succeeds.
+NODE_GONE_NOTHING_TO_DRAIN = Scenario("node-gone", pods={"web-0": {}}, before_delete=_delete_node)
+
+# The exclude annotation skips the volume wait, however long a volume stays attached.
+EXCLUDE_VOLUME_WAIT = Scenario(
+    "exclude-volume-wait",
+    pods={"web-0": {}},
+    annotations={"machine.cluster.x-k8s.io/exclude-wait-for-node-volume-detach": ""},
+    setup=_attach_volume,
+)
+
 V1_14_SCENARIOS = [
     PRE_TERMINATE_WAIT_ENDS_DRAIN,
     INFRA_GONE_NO_DRAIN,
@@ -534,6 +554,8 @@ V1_14_SCENARIOS = [
     DRAIN_REPEATED_UNTIL_PRE_TERMINATE,
     NODE_DRAIN_TIMEOUT,
     NODE_VOLUME_DETACH_TIMEOUT,
+    NODE_GONE_NOTHING_TO_DRAIN,
+    EXCLUDE_VOLUME_WAIT,
 ]
 
 
