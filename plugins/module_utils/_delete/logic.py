@@ -15,6 +15,7 @@ lives in the API, the time budgets in ``clock`` (handed back each call).
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from ansible_collections.lifecycle.machine.plugins.module_utils._drain.rules import normalize_rules
@@ -95,7 +96,7 @@ class DeleteRequest:
     """machine_delete's options."""
 
     machines: tuple[dict, ...]
-    rules: tuple[dict, ...] = ()
+    rules: Sequence[dict] = ()  # validated once (from_params): _drain.rules.NormalizedRules
     use_cluster_rules: bool = True
     grace_period: int | None = None
     drain_timeout: int = 3600
@@ -120,10 +121,10 @@ class DeleteRequest:
         workload = workload_settings(params.get("workload_cluster"), errors)
         if errors:
             raise invalid_options("machine_delete", errors)
-        normalize_rules(list(params["rules"] or []))
+        rules = normalize_rules(params["rules"] or ())  # validated once, here: the drain and the volume wait take them as they are
         return cls(
             machines=tuple({"name": m["name"], "namespace": m["namespace"], "api_version": m.get("api_version") or None} for m in params["machines"]),
-            rules=tuple(params["rules"] or ()),
+            rules=rules,
             use_cluster_rules=params["use_cluster_rules"],
             grace_period=params["grace_period"],
             drain_timeout=params["drain_timeout"],

@@ -265,7 +265,7 @@ class MachineDeletion:
             machine=self.machine["name"],
             namespace=self.machine["namespace"],
             api_version=self.machine.get("api_version"),
-            rules=list(request.rules),
+            rules=request.rules,
             use_cluster_rules=request.use_cluster_rules,
             wait=True,
             wait_sleep=request.wait_sleep,
@@ -315,7 +315,7 @@ class MachineDeletion:
             wait=True,
             wait_sleep=request.wait_sleep,
             instance_terminated=self.key in request.instance_terminated,
-            rules=list(request.rules),
+            rules=request.rules,
             use_cluster_rules=request.use_cluster_rules,
             workload=request.workload,
         )

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import threading
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 
 from ansible_collections.lifecycle.machine.plugins.module_utils._drain.budgets import budget_groups, covering_budgets, dry_run_allowance, ready
@@ -80,7 +81,7 @@ def served_drain_rules(api: KubeApi, namespace: str) -> list[dict]:
     return []
 
 
-def load_drain_rules(api: KubeApi, namespace: str | None, inline: list | None, use_cluster_rules: bool) -> list[dict]:
+def load_drain_rules(api: KubeApi, namespace: str | None, inline: Sequence[dict] | None, use_cluster_rules: bool) -> list[dict]:
     """The MachineDrainRules that decide a drain, validated and sorted by name:
     the task's own (``inline``) merged with the ones the cluster serves in the
     Machine's ``namespace`` (none without ``use_cluster_rules`` or a namespace,
@@ -88,7 +89,7 @@ def load_drain_rules(api: KubeApi, namespace: str | None, inline: list | None, u
     machine_drain and machine_terminate both load them here, so both count the
     same Pods as skipped. Raises DrainRuleError naming an invalid rule."""
     served = served_drain_rules(api, namespace) if use_cluster_rules and namespace else []
-    return merge_rules(list(inline or []), served, namespace)
+    return merge_rules(inline or (), served, namespace)  # inline rules validated once, by the request
 
 
 class PodContext:

@@ -4,9 +4,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ansible_collections.lifecycle.machine.plugins.module_utils._drain.rules import normalize_rules
 from ansible_collections.lifecycle.machine.plugins.module_utils._machine.controller import AUTO, DEFAULT_GRACE
 from ansible_collections.lifecycle.machine.plugins.module_utils._options.logic import check_options, empty_names, invalid_names, seconds
 from ansible_collections.lifecycle.machine.plugins.module_utils._workload.logic import WorkloadSettings, workload_settings
@@ -27,7 +29,7 @@ class DrainRequest:
     namespace: str | None = None
     api_version: str | None = None
     state: str = DRAINED
-    rules: list[dict] = field(default_factory=list)
+    rules: Sequence[dict] = field(default_factory=list)
     use_cluster_rules: bool = True
     wait: bool = True
     wait_timeout: int = 600
@@ -48,13 +50,14 @@ class DrainRequest:
         errors = empty_names(params, ("node", "machine")) + invalid_names(params, ("node", "machine"), ("namespace",))
         workload = workload_settings(params.get("workload_cluster"), errors)
         check_options("machine_drain", params, BOUNDS, errors=errors)
+        rules = normalize_rules(params["rules"] or [])  # validated once, here; bad rules fail before anything is read
         return cls(
             node=params["node"],
             machine=params["machine"],
             namespace=params["namespace"],
             api_version=params["api_version"],
             state=params["state"],
-            rules=params["rules"] or [],
+            rules=rules,
             use_cluster_rules=params["use_cluster_rules"],
             wait=params["wait"],
             wait_timeout=params["wait_timeout"],

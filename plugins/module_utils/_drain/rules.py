@@ -11,6 +11,7 @@ rule dicts out. Reading the served rules is ``_drain.api.load_drain_rules``.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from typing import Any
 
 from ansible_collections.lifecycle.machine.plugins.module_utils._drain.selectors import labels_of, match_label_selector, selector_requirements
@@ -119,7 +120,13 @@ def _rule_parts(raw: Any, index: int, served: bool = False) -> tuple[str, str | 
     return name, namespace or None, spec, strict
 
 
-def normalize_rules(rules: list[dict] | None, namespace: str | None = None, served: bool = False) -> list[dict]:
+class NormalizedRules(list):
+    """Rules :func:`normalize_rules` validated and put in one shape, sorted by name: a
+    request validates its inline rules once, and what takes them does not validate them again
+    (nothing changes them afterwards)."""
+
+
+def normalize_rules(rules: Sequence[dict] | None, namespace: str | None = None, served: bool = False) -> NormalizedRules:
     """Validate MachineDrainRules and return them in one shape, sorted by name (byte order).
 
     Accepts objects as served (``metadata.name``/``namespace`` and ``spec.drain``,
@@ -138,8 +145,11 @@ def normalize_rules(rules: list[dict] | None, namespace: str | None = None, serv
 
     Raises DrainRuleError naming the rule: unknown behavior, order with a
     behavior other than Drain, order outside int32, an invalid selector,
-    duplicate names, unknown fields in an inline rule.
+    duplicate names, unknown fields in an inline rule. Rules normalised
+    already (:class:`NormalizedRules`) are returned as they are.
     """
+    if isinstance(rules, NormalizedRules) and namespace is None:
+        return rules
     normalized = []
     seen: set[str] = set()
     for index, raw in enumerate(rules or []):
@@ -174,7 +184,7 @@ def normalize_rules(rules: list[dict] | None, namespace: str | None = None, serv
         )
     # Python compares str by code point, which is the UTF-8 byte order Go's sort uses.
     normalized.sort(key=lambda rule: rule["name"])
-    return normalized
+    return NormalizedRules(normalized)
 
 
 def _rule_applies(entries: list[dict], first: str, second: str, first_labels: dict, second_labels: dict) -> bool:
@@ -202,10 +212,10 @@ def rule_for_pod(rules: list[dict], pod_labels: dict, namespace_labels: dict) ->
     return None
 
 
-def merge_rules(inline: list[dict], served: list[dict], namespace: str | None) -> list[dict]:
+def merge_rules(inline: Sequence[dict], served: list[dict], namespace: str | None) -> NormalizedRules:
     """Inline rules and the cluster's MachineDrainRules of ``namespace`` as one
     validated list, sorted by name. An inline rule replaces a cluster rule of
     the same name. Raises DrainRuleError naming an invalid rule."""
     merged = {rule["name"]: rule for rule in normalize_rules(served, namespace=namespace, served=True)}
     merged.update({rule["name"]: rule for rule in normalize_rules(inline)})
-    return [merged[name] for name in sorted(merged)]
+    return NormalizedRules(merged[name] for name in sorted(merged))

@@ -12,6 +12,8 @@ Waits use the transport's clock (``api.monotonic()``, ``api.sleep()``).
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from ansible_collections.lifecycle.machine.plugins.module_utils._drain.rules import normalize_rules
 from ansible_collections.lifecycle.machine.plugins.module_utils._errors import MachineError
 from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.client import KubeApi
@@ -307,8 +309,8 @@ def failure(exc: ApiError | Cancelled) -> tuple[str, dict]:
 
 def terminate_machine(api: KubeApi, request: TerminateRequest) -> dict:
     """Run the termination steps for the Machine of ``request`` (see the module documentation)."""
-    # Bad inline rules fail before anything is read or written.
-    normalize_rules(list(request.rules or []))
+    # Bad inline rules fail before anything is read or written; validated once, here.
+    request = replace(request, rules=normalize_rules(request.rules))
     started = api.monotonic()
     # The task's one deadline: while it waits, the transport's retries and reads never outlast wait_timeout.
     api = api.fork(deadline=started + request.wait_timeout if request.wait else None)

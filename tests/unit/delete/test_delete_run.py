@@ -21,6 +21,8 @@ from ansible_collections.lifecycle.machine.plugins.module_utils._delete.logic im
     DeleteRequest,
 )
 from ansible_collections.lifecycle.machine.plugins.module_utils._delete.run import delete_machines
+from ansible_collections.lifecycle.machine.plugins.module_utils._drain import rules as drain_rules
+from ansible_collections.lifecycle.machine.plugins.module_utils._drain.rules import normalize_rules
 
 KEY = f"{NS}/{NAME}"
 POD = f"/api/v1/namespaces/{NS}/pods/web-0"
@@ -48,7 +50,12 @@ def world(*, deleting: bool = False, status_writer: str | None = None) -> World:
 def pod(place: World) -> None:
     """A replicated Pod on the Machine's Node."""
     owner = [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "web", "controller": True}]
-    body = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "web-0", "namespace": NS, "ownerReferences": owner}, "spec": {"nodeName": NODE}}
+    body = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "web-0", "namespace": NS, "labels": {"app": "web"}, "ownerReferences": owner},
+        "spec": {"nodeName": NODE},
+    }
     place.fake.put(POD, {**body, "status": {"phase": "Running"}})
 
 
@@ -116,3 +123,15 @@ def test_check_mode_plans_and_writes_nothing() -> None:
     (outcome,) = result["machines"]
     assert outcome["status"] == "planned", outcome
     assert place.stored(place.path)["metadata"].get("deletionTimestamp") is None
+
+
+def test_inline_rules_are_validated_once_by_the_request_then_taken_as_they_are(monkeypatch) -> None:
+    place = world()
+    pod(place)
+    rules = normalize_rules([{"name": "keep-web", "drain": {"behavior": "Skip"}, "pods": [{"selector": {"matchLabels": {"app": "web"}}}]}])
+    validated = []
+    real = drain_rules._rule_parts
+    monkeypatch.setattr(drain_rules, "_rule_parts", lambda *args: validated.append(args) or real(*args))
+    result = delete_machines(place.fake, request(rules=rules))
+    assert result["machines"][0]["status"] == DONE, result["machines"][0]
+    assert validated == [], "the drain and the volume wait validated the request's rules again"

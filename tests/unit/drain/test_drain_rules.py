@@ -190,3 +190,9 @@ def test_merge_rules_names_an_invalid_cluster_rule() -> None:
 def test_merge_rules_names_an_invalid_inline_rule() -> None:
     with pytest.raises(DrainRuleError, match=r"^Invalid MachineDrainRule bad: "):
         merge_rules([{"name": "bad", "drain": {"behavior": "Skip", "order": 1}}], [], None)
+
+
+def test_rules_normalised_once_are_taken_as_they_are() -> None:
+    rules = normalize_rules([{"name": "portworx", **PORTWORX_SPEC}])
+    assert normalize_rules(rules) is rules
+    assert merge_rules(rules, [], None) == rules
