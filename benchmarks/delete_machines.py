@@ -76,12 +76,7 @@ def setup(kube: KubeApi, kubeconfig: str, namespace: str, run: str, count: int) 
     nodes = []
     for index in range(count):
         name = f"{run}-{index:02d}"
-        node = {
-            "apiVersion": "v1",
-            "kind": "Node",
-            "metadata": {"name": name, "annotations": {"kwok.x-k8s.io/node": "fake", "node.alpha.kubernetes.io/ttl": "0"}, "labels": {"type": "kwok"}},
-        }
-        kube.create("/api/v1/nodes", node)
+        kube.create("/api/v1/nodes", cluster_tool.kwok_node(name))
         nodes.append(name)
         for kind, plural, group in (("FakeMachine", "fakemachines", "infrastructure"), ("FakeBootstrapConfig", "fakebootstrapconfigs", "bootstrap")):
             kube.create(

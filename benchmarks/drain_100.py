@@ -51,16 +51,7 @@ def log(text: str) -> None:
 
 
 def kwok_node(name: str, pool: str) -> dict:
-    return {
-        "apiVersion": "v1",
-        "kind": "Node",
-        "metadata": {
-            "name": name,
-            "annotations": {"kwok.x-k8s.io/node": "fake", "node.alpha.kubernetes.io/ttl": "0"},
-            "labels": {"kubernetes.io/hostname": name, "type": "kwok", "lm-bench-pool": pool},
-        },
-        "spec": {"taints": []},
-    }
+    return cluster_tool.kwok_node(name, {"lm-bench-pool": pool})
 
 
 def ready(obj: dict) -> bool:

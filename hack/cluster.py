@@ -130,6 +130,21 @@ def restore_sigint() -> None:
         signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
+def kwok_node(name: str, labels: dict | None = None) -> dict:
+    """A Node that kwok manages (annotation ``kwok.x-k8s.io/node: fake``), for the tests,
+    benchmarks and the chaos soak: schedulable, Linux, labelled ``type: kwok`` and ``labels``."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {
+            "name": name,
+            "annotations": {"kwok.x-k8s.io/node": "fake", "node.alpha.kubernetes.io/ttl": "0"},
+            "labels": {"kubernetes.io/hostname": name, "kubernetes.io/os": "linux", "type": "kwok", **(labels or {})},
+        },
+        "spec": {"taints": []},
+    }
+
+
 def poll(predicate, timeout: float, what: str, interval: float = 0.25, error: type[Exception] = TimeoutError):
     """Call ``predicate`` every ``interval`` seconds until it returns something
     truthy, and return that; raise ``error`` naming ``what`` after ``timeout`` s.

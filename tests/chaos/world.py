@@ -139,16 +139,9 @@ class World:
         api.patch(f"/api/v1/nodes/{s.spare_node}", {"spec": {"unschedulable": None}})
 
     def _node(self, name: str, cordoned: bool) -> dict:
-        return {
-            "apiVersion": "v1",
-            "kind": "Node",
-            "metadata": {
-                "name": name,
-                "annotations": {"kwok.x-k8s.io/node": "fake", "node.alpha.kubernetes.io/ttl": "0"},
-                "labels": {"kubernetes.io/hostname": name, "kubernetes.io/os": "linux", "type": "kwok", RUN_LABEL: self.s.run_id},
-            },
-            "spec": {"taints": [], "unschedulable": cordoned or None},
-        }
+        node = cluster_tool.kwok_node(name, {RUN_LABEL: self.s.run_id})
+        node["spec"]["unschedulable"] = cordoned or None
+        return node
 
     def _anchors(self) -> None:
         api = self.api

@@ -16,16 +16,7 @@ import pytest
 
 def fake_node(name: str, labels: dict | None = None, ready: bool = True) -> dict:
     """A Node that kwok manages (annotation ``kwok.x-k8s.io/node: fake``)."""
-    return {
-        "apiVersion": "v1",
-        "kind": "Node",
-        "metadata": {
-            "name": name,
-            "annotations": {"kwok.x-k8s.io/node": "fake", "node.alpha.kubernetes.io/ttl": "0"},
-            "labels": {"kubernetes.io/hostname": name, "kubernetes.io/os": "linux", "type": "kwok", **(labels or {})},
-        },
-        "spec": {"taints": []},
-    }
+    return cluster_tool.kwok_node(name, labels)
 
 
 def node_ready(node: dict | None) -> bool:

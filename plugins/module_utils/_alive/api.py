@@ -73,16 +73,6 @@ def namespace_exists(api: KubeApi, namespace: str) -> bool:
     return api.get(resource_path("v1", "namespaces", name=namespace)) is not None
 
 
-def namespace_missing(api: KubeApi, namespace: str) -> bool:
-    """Whether the Namespace certainly does not exist (a user who may not read Namespaces cannot tell: False)."""
-    try:
-        return not namespace_exists(api, namespace)
-    except ApiError as exc:
-        if exc.status == 403:
-            return False
-        raise
-
-
 def create_namespace(api: KubeApi, namespace: str, dry_run: bool = False) -> dict:
     return api.create(resource_path("v1", "namespaces"), {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}}, dry_run=dry_run)
 

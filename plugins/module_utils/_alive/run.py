@@ -22,6 +22,7 @@ from ansible_collections.lifecycle.machine.plugins.module_utils._alive.logic imp
 from ansible_collections.lifecycle.machine.plugins.module_utils._errors import MachineError
 from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.client import KubeApi
 from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.errors import ApiError, ran_out_of_time
+from ansible_collections.lifecycle.machine.plugins.module_utils._machine.api import namespace_missing
 
 
 def _summary(ref: AliveRef, obj: dict | None) -> dict:
@@ -79,7 +80,7 @@ def ensure_present(api: KubeApi, ref: AliveRef, request: AliveRequest, check_mod
 def _require_namespace(api: KubeApi, ref: AliveRef) -> None:
     """An Alive object that is not there because its namespace is not: a typo, never "already gone"
     (a teardown would go on at once, without waiting for anyone's cleanup)."""
-    if ref.namespace and alive_api.namespace_missing(api, ref.namespace):
+    if ref.namespace and namespace_missing(api, ref.namespace):
         raise MachineError(f"Namespace {ref.namespace} not found, so Alive {ref.label} cannot be in it: check the namespace; nothing was changed")
 
 

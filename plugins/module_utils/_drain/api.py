@@ -40,6 +40,7 @@ from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.client impo
 from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.errors import ApiError
 from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.paths import resource_path
 from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.watch import watch_until
+from ansible_collections.lifecycle.machine.plugins.module_utils._machine.api import get_node, node_path
 from ansible_collections.lifecycle.machine.plugins.module_utils._machine.nodes import is_node_unreachable, is_unschedulable
 
 CAPI_GROUP = "cluster.x-k8s.io"
@@ -47,15 +48,6 @@ DRAIN_RULES_PLURAL = "machinedrainrules"
 # Evictions of one batch run concurrently, at most this many at once
 # (KubeApi's connection pool holds as many connections).
 EVICTION_WORKERS = 16
-
-
-def node_path(name: str) -> str:
-    return resource_path("v1", "nodes", name=name)
-
-
-def get_node(api: KubeApi, name: str) -> dict | None:
-    """The Node, or None when it does not exist."""
-    return api.get(node_path(name))
 
 
 def set_unschedulable(api: KubeApi, node: dict, unschedulable: bool) -> tuple[dict, bool]:

@@ -56,9 +56,9 @@ from ansible_collections.lifecycle.machine.plugins.module_utils._machine.api imp
     find_node_ref,
     get_cluster,
     get_infrastructure,
-    get_machine,
     node_steps_skip_reason,
     refresh,
+    select_machines,
     wait_for_machine,
 )
 from ansible_collections.lifecycle.machine.plugins.module_utils._machine.conditions import (
@@ -74,6 +74,7 @@ from ansible_collections.lifecycle.machine.plugins.module_utils._machine.deletio
 from ansible_collections.lifecycle.machine.plugins.module_utils._machine.flavour import CAPI_GROUP, PRE_DRAIN, Flavour, Hook, flavour_for, machine_label
 from ansible_collections.lifecycle.machine.plugins.module_utils._machine.nodes import is_unschedulable
 from ansible_collections.lifecycle.machine.plugins.module_utils._machine.scope import MachineScope
+from ansible_collections.lifecycle.machine.plugins.module_utils._machine.selection import MachineSelection
 from ansible_collections.lifecycle.machine.plugins.module_utils._machine.waits import followed_deletion
 from ansible_collections.lifecycle.machine.plugins.module_utils._timeutil import now
 from ansible_collections.lifecycle.machine.plugins.module_utils._workload import api as workload
@@ -434,14 +435,10 @@ class DrainRun:
 
     def load_machine(self) -> None:
         request = self.request
-        if not request.namespace:
-            raise MachineError(f"namespace is required to find Machine {request.machine}")
         if self.scope is not None:
             machine, flavour = self.scope.machine, self.scope.flavour
         else:
-            machine = get_machine(self.api, request.namespace, request.machine, request.api_version)
-            if machine is None:
-                raise MachineError(f"Machine {request.namespace}/{request.machine} not found")
+            (machine,) = select_machines(self.api, MachineSelection(machine=request.machine, namespace=request.namespace, api_version=request.api_version))
             flavour = flavour_for(machine)
         self.recorder = DeletionRecorder(self.api, machine, flavour, dry_run=request.check_mode)
         self.progress = MachineProgress(self.recorder)

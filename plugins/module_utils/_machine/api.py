@@ -132,6 +132,15 @@ def select_machines(api: KubeApi, selection: MachineSelection) -> list[dict]:
     return machines
 
 
+def node_path(name: str) -> str:
+    return resource_path("v1", "nodes", name=name)
+
+
+def get_node(api: KubeApi, name: str) -> dict | None:
+    """The Node ``name`` (through ``api``: a Cluster API Machine's is its workload cluster's); None when it does not exist."""
+    return api.get(node_path(name))
+
+
 def namespace_missing(api: KubeApi, namespace: str) -> bool:
     """Whether the Namespace certainly does not exist (a user who may not read Namespaces cannot tell: False)."""
     try:

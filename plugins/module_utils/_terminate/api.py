@@ -21,11 +21,12 @@ from ansible_collections.lifecycle.machine.plugins.module_utils._drain.api impor
 from ansible_collections.lifecycle.machine.plugins.module_utils._errors import MachineError
 from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.client import KubeApi
 from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.errors import ApiError
-from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.paths import resource_path
 from ansible_collections.lifecycle.machine.plugins.module_utils._machine.api import (
     emit_event,
     find_node_ref,
     get_cluster,
+    get_node,
+    node_path,
     node_steps_skip_reason,
     ref_path,
     update_with_retry,
@@ -53,16 +54,7 @@ VOLUME_ATTACHMENTS = "/apis/storage.k8s.io/v1/volumeattachments"
 PERSISTENT_VOLUMES = "/api/v1/persistentvolumes"
 
 
-def node_path(name: str) -> str:
-    return resource_path("v1", "nodes", None, name)
-
-
 # -- observing ---------------------------------------------------------------------
-
-
-def get_node(api: KubeApi, name: str) -> dict | None:
-    """The Node ``name``; None when it is gone."""
-    return api.get(node_path(name))
 
 
 def observe(
