@@ -105,10 +105,11 @@ class Scenario:
     expected: dict[str, str] = field(default_factory=dict)
     tolerated: dict[str, str] = field(default_factory=dict)  # may differ (timing), with the reason
     node_deletion_timeout: int = 10
-    # Cluster API only. ``provisioned``: False leaves the InfraMachine unprovisioned, so no
+    # ``provisioned`` (Cluster API): False leaves the InfraMachine unprovisioned, so no
     # controller ever sets the Machine's spec.providerID or status.nodeRef (the twin gets no
     # nodeRef either); ``node_matches_infra``: False gives the Node another providerID than
-    # the InfraMachine's; ``before_delete(kube, workload, side)``: once both Machines are
+    # the InfraMachine's (OpenShift: the Machine's, so nodelink sets no nodeRef and the twin
+    # gets none); Cluster API only: ``before_delete(kube, workload, side)``: once both Machines are
     # set up and just before they are deleted (the twin then starts again from the
     # conditions the manager recorded); ``measure(evictions)``: extra observation keys
     # from a side's eviction requests (audit events, oldest first).
@@ -591,11 +592,13 @@ def mapi_side(kube: KubeApi, scenario: Scenario, role: str) -> Side:
         kube.patch(f"{mapi_machines(namespace)}/{name}", {"spec": {"providerID": provider_id}})
         instance = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": f"{name}-fake-instance", "namespace": namespace}}
         kube.create(f"/api/v1/namespaces/{namespace}/configmaps", instance)
-    make_node(kube, side.node, provider_id, unreachable=scenario.unreachable)
+    make_node(kube, side.node, provider_id if scenario.node_matches_infra else f"{provider_id}-elsewhere", unreachable=scenario.unreachable)
     make_pods(kube, side, scenario)
     if scenario.setup:
         scenario.setup(kube, kube, side)
-    if role == "twin":
+    if role == "twin" and not scenario.node_matches_infra:
+        kube.patch(f"{mapi_machines(namespace)}/{name}", {"status": {"phase": "Provisioned"}}, subresource_status=True)
+    elif role == "twin":
         node_uid = kube.get(f"/api/v1/nodes/{side.node}")["metadata"]["uid"]
         status = {"status": {"nodeRef": {"kind": "Node", "name": side.node, "uid": node_uid}, "phase": "Running"}}
         kube.patch(f"{mapi_machines(namespace)}/{name}", status, subresource_status=True)
@@ -614,11 +617,12 @@ def run_mapi(plane: dict, scenarios: list[Scenario]) -> list[str]:
     for namespace in (MAPI_REAL_NAMESPACE, MAPI_TWIN_NAMESPACE):
         realctl.create_namespace(kube, namespace)
     pairs = [(scenario, mapi_side(kube, scenario, "real"), mapi_side(kube, scenario, "twin")) for scenario in scenarios]
-    for _scenario, real, twin in pairs:
+    for scenario, real, twin in pairs:
+        phase = "Running" if scenario.node_matches_infra else "Provisioned"  # without a Node, no nodeRef
         wait_for(
-            lambda real=real: ((kube.get(f"{mapi_machines(real.namespace)}/{real.machine}") or {}).get("status") or {}).get("phase") == "Running",
+            lambda real=real, phase=phase: ((kube.get(f"{mapi_machines(real.namespace)}/{real.machine}") or {}).get("status") or {}).get("phase") == phase,
             timeout=120,
-            what=f"{real.machine} Running",
+            what=f"{real.machine} {phase}",
         )
         # The twin starts from the conditions the controller recorded on the real Machine.
         recorded = (kube.get(f"{mapi_machines(real.namespace)}/{real.machine}").get("status") or {}).get("conditions") or []

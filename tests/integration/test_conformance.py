@@ -563,3 +563,24 @@ def test_cluster_api_v1_14_deletion_decisions_side_by_side(capi_plane: dict) -> 
     started = time.monotonic()
     conformance.run_capi(capi_plane, V1_14_SCENARIOS)
     print(f"Cluster API, {len(V1_14_SCENARIOS)} v1.14 deletion decisions side by side: {time.monotonic() - started:.1f} s")
+
+
+# OpenShift: a Machine whose Node nodelink never linked (no Node carries its providerID): the drain
+# controller records the drain as skipped, the instance goes, and there is no Node to delete.
+MAPI_NO_NODE = Scenario(
+    "no-node",
+    pods={"web-0": {}},
+    node_matches_infra=False,
+    expected={
+        "conditions": "open difference (docs/behaviour.md, row O1): the collection records no Drained for a Machine without a nodeRef;"
+        " the drain controller writes Drained True 'Node drain skipped'",
+        "Events": "open difference (row O1): the drain controller records DrainSkipped; the collection records NodeVolumesDetached"
+        ' naming node "None" for a Machine that has no Node',
+    },
+)
+
+
+def test_openshift_no_node_ref_side_by_side(mapi_real_namespace_plane: dict) -> None:
+    started = time.monotonic()
+    conformance.run_mapi(mapi_real_namespace_plane, [MAPI_NO_NODE])
+    print(f"OpenShift, a Machine without a nodeRef side by side: {time.monotonic() - started:.1f} s")
