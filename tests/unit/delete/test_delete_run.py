@@ -23,6 +23,7 @@ from ansible_collections.lifecycle.machine.plugins.module_utils._delete.logic im
 from ansible_collections.lifecycle.machine.plugins.module_utils._delete.run import delete_machines
 from ansible_collections.lifecycle.machine.plugins.module_utils._drain import rules as drain_rules
 from ansible_collections.lifecycle.machine.plugins.module_utils._drain.rules import normalize_rules
+from ansible_collections.lifecycle.machine.plugins.module_utils._timeutil import now, rfc3339
 
 KEY = f"{NS}/{NAME}"
 POD = f"/api/v1/namespaces/{NS}/pods/web-0"
@@ -135,3 +136,26 @@ def test_inline_rules_are_validated_once_by_the_request_then_taken_as_they_are(m
     result = delete_machines(place.fake, request(rules=rules))
     assert result["machines"][0]["status"] == DONE, result["machines"][0]
     assert validated == [], "the drain and the volume wait validated the request's rules again"
+
+
+def test_a_controller_that_answers_during_the_drain_takes_over_before_the_termination() -> None:
+    """auto: a controller that served the Machine once and stayed silent past its grace leaves
+    the drain to the collection; when it writes the status while the drain runs, the Machine as
+    the drain last saw it says so, and the rest is followed, not raced (nothing terminated)."""
+    place = world(deleting=True, status_writer="capi-controller-manager")
+    stored = place.fake.objects[place.path]
+    stored["metadata"]["managedFields"][0]["time"] = "2025-12-31T00:00:00Z"  # long before the deletion: it served the Machine once
+    answered = []
+
+    def controller_answers(method: str, path: str) -> None:
+        if method == "PATCH" and path == f"{place.path}/status" and not answered:
+            answered.append(path)
+            entry = {"manager": "capi-controller-manager", "operation": "Update", "subresource": "status", "time": rfc3339(now())}
+            place.fake.objects[place.path]["metadata"]["managedFields"] = [entry]
+
+    place.fake.on_request = controller_answers
+    result = delete_machines(place.fake, request(machine_controller="auto", controller_grace=0))
+    (outcome,) = result["machines"]
+    assert answered and outcome["carried_out_by"] == "controller", outcome
+    assert outcome["controller"] == "capi-controller-manager"
+    assert place.stored(NODE_PATH) is not None, "the collection deleted the Node its controller carries out"
