@@ -75,6 +75,7 @@ class Side:
     audit: Path | None = None  # of the API server that holds the Node and Pods
     seen_at: float = 0.0  # when a scenario action first saw what it waits for
     notes: dict[str, float] = field(default_factory=dict)  # when a scenario action first saw each thing it waits for
+    deletion_fields: set[str] = field(default_factory=set)  # the status.deletion times the Machine was seen with
     error: str = ""
 
     @property
@@ -117,6 +118,8 @@ class Scenario:
     node_matches_infra: bool = True
     before_delete: Callable[[KubeApi, KubeApi, Side], None] | None = None
     measure: Callable[[list[dict]], dict] | None = None
+    # Compare which status.deletion times (Cluster API) each side recorded, not their values.
+    deletion_status: bool = False
 
 
 # ---------------------------------------------------------------------------
@@ -167,6 +170,7 @@ def make_pods(workload: KubeApi, side: Side, scenario: Scenario) -> None:
 
 def record(side: Side, machine: dict, conditions_of: Callable[[dict], list[dict]], deleting_of: Callable[[dict], dict | None]) -> None:
     """Note the Deleting condition and the conditions of one version of the Machine."""
+    side.deletion_fields.update(key for key, value in (((machine.get("status") or {}).get("deletion")) or {}).items() if value)
     deleting = deleting_of(machine)
     if deleting:
         entry = (deleting.get("reason", ""), normalise(deleting.get("message", ""), side))
@@ -283,6 +287,7 @@ def observation(side: Side, scenario: Scenario, audit: Path, events: list[tuple[
         "Events": sorted(set(events) - side.before),
         "_deleting": [reason for reason, _message in side.deleting],
         **(scenario.measure(evicted) if scenario.measure else {}),
+        **({"status.deletion": sorted(side.deletion_fields)} if scenario.deletion_status else {}),
     }
 
 
