@@ -262,6 +262,14 @@ clock:
   description: When each Machine's deletion, drain and termination started (epoch seconds), to hand to the next call's O(clock).
   returned: always
   type: dict
+metrics:
+  description:
+    - Numbers to graph, by Machine (C(namespace/name)) - C(phase_seconds) (the seconds spent in V(drain) and V(terminate)
+      so far, from O(clock), so they add up across calls and rounds), C(evicted) (how many Pods this call evicted), and
+      C(blockers_by_kind) / C(blockers_by_verdict) (what holds the Machine now, counted).
+  returned: always
+  type: dict
+  sample: {"default/worker-1": {"phase_seconds": {"drain": 42.0, "terminate": 7.5}, "evicted": 3, "blockers_by_kind": {}, "blockers_by_verdict": {}}}
 rounds:
   description: How many rounds of O(progress_interval) seconds the task took (1 without progress rounds).
   returned: unless the task is async

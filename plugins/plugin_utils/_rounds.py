@@ -151,6 +151,7 @@ class DeleteRounds(Rounds):
         self.pending: list[dict] = list(args.get("machines") or [])
         self.clock: dict = dict(args.get("clock") or {})
         self.outcomes: dict[str, dict] = {}
+        self.metrics: dict[str, dict] = {}
         self.errors: list[str] = []
 
     def next_args(self, now: float) -> dict:
@@ -165,6 +166,7 @@ class DeleteRounds(Rounds):
             earlier = self.outcomes.get(key, {})
             self.outcomes[key] = {**machine, "changed": bool(earlier.get("changed")) or bool(machine.get("changed"))}
         self.errors = union(self.errors, result.get("errors") or [])
+        self.metrics.update(result.get("metrics") or {})
         self.clock = result.get("clock", self.clock)
         self.pending = [
             {key: machine[key] for key in MACHINE_KEYS if key in machine} for machine in result.get("machines") or [] if machine.get("status") == IN_PROGRESS
@@ -184,4 +186,5 @@ class DeleteRounds(Rounds):
             result["awaiting_instance_termination"] = [m for m in machines if m.get("status") == AWAITING_INSTANCE]
             result["failed_machines"] = [m for m in machines if m.get("status") == FAILED]
             result["errors"] = self.errors
+            result["metrics"] = self.metrics
         return result

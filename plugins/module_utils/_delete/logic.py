@@ -289,6 +289,35 @@ def batches_text(batches: list[dict]) -> str:
     return ", ".join(parts)
 
 
+# The phases a Machine's clock records, in order; ``done`` marks when its deletion finished.
+CLOCK_PHASES = (DRAIN, TERMINATE, DONE)
+
+
+def machine_metrics(outcome: Outcome, clock: dict, now: float) -> dict:
+    """Numbers to graph for one Machine: the seconds spent in each phase so far
+    (from the clock carried across calls and rounds), what this call evicted, and
+    what holds the Machine now, counted by kind and by verdict."""
+    starts = clock.get(outcome.key) or {}
+    seen = [(phase, starts[phase]) for phase in CLOCK_PHASES if phase in starts]
+    phases = {}
+    for index, (phase, since) in enumerate(seen):
+        if phase == DONE:
+            break
+        until = seen[index + 1][1] if index + 1 < len(seen) else now
+        phases[phase] = round(max(0.0, until - since), 1)
+    by_kind: dict[str, int] = {}
+    by_verdict: dict[str, int] = {}
+    for blocker in outcome.blockers:
+        by_kind[blocker.get("kind")] = by_kind.get(blocker.get("kind"), 0) + 1
+        by_verdict[blocker.get("verdict")] = by_verdict.get(blocker.get("verdict"), 0) + 1
+    return {
+        "phase_seconds": phases,
+        "evicted": len((outcome.drain or {}).get("evicted") or []),
+        "blockers_by_kind": by_kind,
+        "blockers_by_verdict": by_verdict,
+    }
+
+
 def deletion_seconds(outcomes: list[Outcome], clock: dict, now: float) -> float | None:
     """Seconds since the earliest of these Machines' deletions started (``clock``, carried across calls and
     rounds); None when the clock has no start for any of them."""

@@ -23,6 +23,7 @@ from ansible_collections.lifecycle.machine.plugins.module_utils._delete.logic im
     budget_left,
     drain_summary,
     machine_key,
+    machine_metrics,
     progress_lines,
     slice_message,
     start_phase,
@@ -364,6 +365,10 @@ def delete_machines(api: KubeApi, request: DeleteRequest) -> dict:
     else:
         outcomes = []
     elapsed = api.monotonic() - started
+    now = time.time()
+    for outcome in outcomes:
+        if outcome.status == DONE and not request.check_mode and outcome.key in clock:
+            start_phase(clock, outcome.key, DONE, now)  # when it finished, for the phases' figures
     by_status = {status: [outcome.as_dict() for outcome in outcomes if outcome.status == status] for status in (AWAITING_INSTANCE, FAILED)}
     known = {outcome.key for outcome in outcomes}
     return {
@@ -373,8 +378,9 @@ def delete_machines(api: KubeApi, request: DeleteRequest) -> dict:
         "awaiting_instance_termination": by_status[AWAITING_INSTANCE],
         "failed_machines": by_status[FAILED],
         "errors": [f"{outcome.key}: {outcome.message}" for outcome in outcomes if outcome.status == FAILED],
-        "progress": progress_lines(outcomes, elapsed, clock=clock, now=time.time()),
+        "progress": progress_lines(outcomes, elapsed, clock=clock, now=now),
         "clock": {key: phases for key, phases in clock.items() if key in known},
+        "metrics": {outcome.key: machine_metrics(outcome, clock, now) for outcome in outcomes},
         "elapsed_seconds": round(elapsed, 1),
         "api_requests": api.total_requests,
     }

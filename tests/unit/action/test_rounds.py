@@ -123,6 +123,14 @@ def test_a_deletion_goes_on_with_the_machines_in_progress_only_and_their_clock()
     assert (result["changed"], result["rounds"], result["api_requests"]) == (True, 2, 10)
 
 
+def test_the_figures_of_every_machine_are_kept_across_rounds() -> None:
+    rounds = DeleteRounds({"machines": [{"name": "a", "namespace": "ns"}, {"name": "b", "namespace": "ns"}], "progress_interval": 20}, check_mode=False)
+    first = {**delete_round(machine("a", "done"), machine("b", "in_progress")), "metrics": {"ns/a": {"evicted": 1}, "ns/b": {"evicted": 2}}}
+    rounds.add(first)
+    rounds.add({**delete_round(machine("b", "done")), "metrics": {"ns/b": {"evicted": 3}}})
+    assert rounds.result()["metrics"] == {"ns/a": {"evicted": 1}, "ns/b": {"evicted": 3}}
+
+
 def test_a_deletion_returns_to_the_playbook_when_an_openshift_machine_awaits_its_provider_tasks() -> None:
     rounds = DeleteRounds({"machines": [{"name": "a", "namespace": "ns"}, {"name": "b", "namespace": "ns"}], "progress_interval": 20}, check_mode=False)
     rounds.add(delete_round(machine("a", "awaiting_instance_termination", flavour="openshift"), machine("b", "in_progress")))

@@ -16,6 +16,7 @@ from ansible_collections.lifecycle.machine.plugins.module_utils._delete.logic im
     Outcome,
     batches_text,
     budget_left,
+    machine_metrics,
     option_errors,
     progress_lines,
     slice_message,
@@ -180,3 +181,20 @@ def test_who_carries_out_the_deletion_is_checked_with_the_other_options() -> Non
     assert (request.machine_controller, request.controller_grace) == ("live", 3)
     with pytest.raises(MachineError):
         DeleteRequest.from_params({**PARAMS, "machine_controller": "maybe"}, False, 1000.0)
+
+
+def test_machine_metrics_count_each_phase_from_the_clock_and_the_blockers_by_kind() -> None:
+    outcome = Outcome(machine={"name": "m", "namespace": "ns"}, status="in_progress", step="terminate")
+    outcome.drain = {"evicted": ["ns/a", "ns/b"]}
+    outcome.terminate = {"blockers": [{"kind": "hook", "verdict": "needs someone to act"}, {"kind": "hook", "verdict": "needs someone to act"}]}
+    clock = {"ns/m": {"drain": 100.0, "terminate": 160.0}}
+    metrics = machine_metrics(outcome, clock, 190.0)
+    assert metrics == {
+        "phase_seconds": {"drain": 60.0, "terminate": 30.0},
+        "evicted": 2,
+        "blockers_by_kind": {"hook": 2},
+        "blockers_by_verdict": {"needs someone to act": 2},
+    }
+    clock["ns/m"]["done"] = 170.0
+    assert machine_metrics(outcome, clock, 500.0)["phase_seconds"] == {"drain": 60.0, "terminate": 10.0}
+    assert machine_metrics(outcome, {}, 500.0)["phase_seconds"] == {}

@@ -77,7 +77,7 @@ def test_one_round_reads_the_machine_once_and_deletes_it() -> None:
     # The round's read, the read after the deletion request (its deletionTimestamp) and the one
     # that sees it gone after the release; the drain and the termination take it from the round's scope.
     assert machine_gets(place) == 3, place.fake.requests
-    assert result["completed"] and set(result["clock"][KEY]) == {DRAIN, "terminate"}
+    assert result["completed"] and set(result["clock"][KEY]) == {DRAIN, "terminate", "done"}
 
 
 def test_a_drain_cut_short_by_the_progress_interval_goes_on_in_the_next_call_then_fails_when_its_budget_is_spent() -> None:
