@@ -119,7 +119,7 @@ class MachineDeletion:
         return outcome
 
     def vet(self, machine: dict) -> None:
-        """Before the Machine is marked (``mark_for_deletion`` asks only about one not
+        """Before the Machine is marked (``_mark.run.mark`` asks only about one not
         being deleted yet: for those an unreachable workload cluster is waited for):
         its workload cluster can be reached (Secret, kubeconfig, an answer) and its
         Node is its own, unless Cluster API would not touch the Node at all."""
