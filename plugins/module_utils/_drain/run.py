@@ -61,6 +61,7 @@ from ansible_collections.lifecycle.machine.plugins.module_utils._machine.api imp
     select_machines,
     wait_for_machine,
 )
+from ansible_collections.lifecycle.machine.plugins.module_utils._machine.blockers import as_dicts, hook_blockers
 from ansible_collections.lifecycle.machine.plugins.module_utils._machine.conditions import (
     STAGE_DRAIN_FAILED,
     STAGE_DRAIN_SKIPPED,
@@ -181,7 +182,12 @@ class DrainGate:
             return pre_drain_hooks(self.flavour, machine)  # the progress interval is over: report where it stands
         if not opened:
             hooks = pre_drain_hooks(self.flavour, machine)
-            raise self.fail(gate_timeout_message(self.wait_timeout, machine, hooks), blocked_by=[hook.as_dict() for hook in hooks], timed_out=True)
+            raise self.fail(
+                gate_timeout_message(self.wait_timeout, machine, hooks),
+                blocked_by=[hook.as_dict() for hook in hooks],
+                blockers=as_dicts(hook_blockers(self.flavour, machine, PRE_DRAIN, hooks)),
+                timed_out=True,
+            )
         return []
 
 
@@ -509,7 +515,8 @@ class DrainRun:
             with contextlib.suppress(MachineError, ApiError):
                 self.preview()
             report.changed, report.node_after = changed, report.node_before
-        return self.result(False, held_message(report.node_name, self.machine, hooks), blocked_by=[hook.as_dict() for hook in hooks])
+        blockers = as_dicts(hook_blockers(self.recorder.flavour, self.machine, PRE_DRAIN, hooks))
+        return self.result(False, held_message(report.node_name, self.machine, hooks), blocked_by=[hook.as_dict() for hook in hooks], blockers=blockers)
 
     def missing_node(self) -> MachineError:
         """A Node named in ``node`` that does not exist: a typo, as ``kubectl drain`` reports it, never "nothing to do".

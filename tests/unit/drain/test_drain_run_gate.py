@@ -85,7 +85,9 @@ def test_gate_times_out_on_the_fake_clock() -> None:
     with pytest.raises(MachineError) as failure:
         gate.pre_drain()
     assert failure.value.msg == f"Timed out after 30 s waiting for the preDrain hooks of Machine {NS}/m1 to be removed: {HOOK_TEXT}"
-    assert failure.value.result == {"blocked_by": [{"name": "quorum-guard", "owner": "etcd"}], "timed_out": True}
+    result = failure.value.result
+    assert (result["blocked_by"], result["timed_out"]) == ([{"name": "quorum-guard", "owner": "etcd"}], True)
+    assert [(b["kind"], b["object"], b["evidence"]["owner"]) for b in result["blockers"]] == [("hook", "quorum-guard", "etcd")]
     assert fake.monotonic() >= started + 30
 
 

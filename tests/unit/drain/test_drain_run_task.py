@@ -184,6 +184,9 @@ def test_check_mode_held_at_the_gate_shows_the_plan() -> None:
     result = run_drain(fake, machine_request(check_mode=True))
     assert len(fake.changes) == before
     assert result["completed"] is False and result["blocked_by"] == [{"name": "quorum-guard", "owner": "etcd"}]
+    assert [(b["phase"], b["kind"], b["object"], b["verdict"]) for b in result["blockers"]] == [
+        ("preDrain hook", "hook", "quorum-guard", "needs someone to act")
+    ], "the gate is what holds it, not the Pods of the plan"
     assert result["message"] == f"Node {NODE} of Machine {NS}/m1 is held by preDrain hooks: quorum-guard (owner etcd)"
     assert [pod["name"] for pod in result["pods"]] == ["db-0", "web-0", "web-1"], "the plan once the gate opens"
     assert result["unschedulable"] is False, "nothing happens now"
