@@ -232,6 +232,8 @@ class Outcome:
     # Who carries out the deletion (controller / collection) and the controller's field manager when seen.
     carried_out_by: str | None = None
     controller: str | None = None
+    # What holds a Machine its live controller deletes, from what the controller reports (docs/stalls.md).
+    followed_blockers: list[dict] = field(default_factory=list)
 
     @property
     def key(self) -> str:
@@ -259,6 +261,8 @@ class Outcome:
         """What holds the Machine now (docs/stalls.md): what the step it stands at reported."""
         if self.status in (DONE, PLANNED):
             return []
+        if self.carried_out_by == "controller":
+            return list(self.followed_blockers)
         if self.step != DRAIN and self.terminate is not None:
             return list(self.terminate.get("blockers") or [])
         return list((self.drain or {}).get("blockers") or [])

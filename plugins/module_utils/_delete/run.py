@@ -41,6 +41,7 @@ from ansible_collections.lifecycle.machine.plugins.module_utils._machine.api imp
     node_steps_skip_reason,
     require_namespace,
 )
+from ansible_collections.lifecycle.machine.plugins.module_utils._machine.blockers import as_dicts, controller_blockers, reported_at
 from ansible_collections.lifecycle.machine.plugins.module_utils._machine.controller import (
     AUTO,
     COLLECTION,
@@ -59,6 +60,7 @@ from ansible_collections.lifecycle.machine.plugins.module_utils._machine.waits i
 from ansible_collections.lifecycle.machine.plugins.module_utils._mark.run import mark
 from ansible_collections.lifecycle.machine.plugins.module_utils._terminate.logic import NODE_DELETION_FAILED, STEP_NODE
 from ansible_collections.lifecycle.machine.plugins.module_utils._terminate.run import TerminateRequest, terminate_on
+from ansible_collections.lifecycle.machine.plugins.module_utils._timeutil import now as utc_now
 from ansible_collections.lifecycle.machine.plugins.module_utils._workload.api import check_node_side
 
 
@@ -251,6 +253,10 @@ class MachineDeletion:
             scope.seen(machine)
             if done:
                 continue
+            if machine is not None:
+                seen_at = reported_at(flavour.all_conditions(machine), ("Deleting", "Drainable", "Drained", "Terminable"))
+                found = controller_blockers(flavour, machine, progress, manager=actor.manager, reported_at=seen_at, now=utc_now())
+                outcome.followed_blockers = as_dicts(found)
             if final and budget_left(self.clock, self.key, phase, timeout, time.time()) <= 0:
                 raise MachineError(timeout_message(actor, progress, timeout))
             outcome.status, outcome.message = IN_PROGRESS, following_message(actor, progress)

@@ -13,8 +13,8 @@ import datetime as _dt
 from dataclasses import dataclass, field
 from typing import Any
 
-from ansible_collections.lifecycle.machine.plugins.module_utils._machine.flavour import PRE_DRAIN, Flavour, Hook
-from ansible_collections.lifecycle.machine.plugins.module_utils._timeutil import rfc3339
+from ansible_collections.lifecycle.machine.plugins.module_utils._machine.flavour import PRE_DRAIN, PRE_TERMINATE, Flavour, Hook
+from ansible_collections.lifecycle.machine.plugins.module_utils._timeutil import parse_time, rfc3339
 
 # Phases, in the order a deletion meets them.
 PHASE_PRE_DRAIN = "preDrain hook"
@@ -41,6 +41,7 @@ KIND_INFRASTRUCTURE_FINALIZER = "infrastructure finalizer"
 KIND_NODE_DELETION_ERROR = "node deletion error"
 KIND_DRAIN_UNFINISHED = "drain unfinished"
 KIND_CONTROLLER = "controller"
+KIND_CONTROLLER_STALLED = "controller not progressing"
 
 # Verdicts.
 CLEARS = "clears by itself"
@@ -89,6 +90,41 @@ def hook_blockers(flavour: Flavour, machine: dict, point: str, hooks: list[Hook]
         reason = f"its owner {hook.owner or '(none given)'} removes it once its work before the {point} gate is done"
         blockers.append(Blocker(phase, KIND_HOOK, hook.key or hook.name, NEEDS_ACTION, reason, since, evidence))
     return blockers
+
+
+# What each flavour's live controller writes when a hook holds a gate (Cluster API's Deleting
+# reason, OpenShift's condition type), and after how long an unchanged report counts as stalled
+# (the Machine controller's own Ready summary calls a deletion long after 15 minutes).
+_HOOK_WAITS = {"WaitingForPreDrainHook": PRE_DRAIN, "Drainable": PRE_DRAIN, "WaitingForPreTerminateHook": PRE_TERMINATE, "Terminable": PRE_TERMINATE}
+STALLED_AFTER = _dt.timedelta(minutes=15)
+
+
+def controller_blockers(
+    flavour: Flavour, machine: dict, progress: dict, *, manager: str | None, reported_at: _dt.datetime | None, now: _dt.datetime
+) -> list[Blocker]:
+    """What holds a Machine whose live controller carries out its deletion, from what
+    the controller reports (``progress``, ``_machine.controller.controller_progress``):
+    the hooks holding the gate it waits at, else the controller itself - not
+    progressing once its report (written at ``reported_at``) has not changed for 15 minutes."""
+    point = _HOOK_WAITS.get(progress.get("reason") or "") or _HOOK_WAITS.get((progress.get("message") or "").split(" ", 1)[0])
+    hooks = flavour.hooks(machine).get(point) or [] if point else []
+    if hooks:
+        return hook_blockers(flavour, machine, point, hooks)
+    who = f"controller {manager}" if manager else "the Machine's controller"
+    evidence = {"reason": progress.get("reason"), "details": list(progress.get("details") or [])}
+    since = stamp(reported_at)
+    if reported_at is not None and now - reported_at > STALLED_AFTER:
+        minutes = int((now - reported_at).total_seconds() // 60)
+        reason = f"its report has not changed for {minutes} min: {progress.get('message')}; look at the controller and what it reports"
+        return [Blocker(PHASE_CONTROLLER, KIND_CONTROLLER_STALLED, who, NEEDS_ACTION, reason, since, evidence)]
+    return [Blocker(PHASE_CONTROLLER, KIND_CONTROLLER, who, CLEARS, f"it carries out the deletion: {progress.get('message')}", since, evidence)]
+
+
+def reported_at(conditions: list[dict], types: tuple[str, ...]) -> _dt.datetime | None:
+    """When the newest of the controller's conditions of ``types`` last changed."""
+    times = [parse_time(c.get("lastTransitionTime")) for c in conditions if c.get("type") in types]
+    times = [t for t in times if t is not None]
+    return max(times) if times else None
 
 
 def as_dicts(blockers: list[Blocker]) -> list[dict]:

@@ -2,7 +2,18 @@
 
 from __future__ import annotations
 
-from ansible_collections.lifecycle.machine.plugins.module_utils._machine.blockers import CLEARS, NEEDS_ACTION, NEVER, blocker_lines, hook_blockers, worst
+import datetime as dt
+
+from ansible_collections.lifecycle.machine.plugins.module_utils._machine.blockers import (
+    CLEARS,
+    NEEDS_ACTION,
+    NEVER,
+    blocker_lines,
+    controller_blockers,
+    hook_blockers,
+    reported_at,
+    worst,
+)
 from ansible_collections.lifecycle.machine.plugins.module_utils._machine.flavour import PRE_DRAIN, flavour_for
 
 CAPI = {
@@ -44,3 +55,22 @@ def test_progress_lines_name_the_gravest_blockers_first_and_leave_out_what_clear
     ]
     many = [{"verdict": NEVER, "kind": "two budgets", "object": f"Pod a/{i}", "reason": "r"} for i in range(5)]
     assert blocker_lines(many)[-1] == "! and 2 more (see the result's blockers)"
+
+
+def test_a_followed_controller_held_at_a_gate_is_held_by_the_hooks() -> None:
+    flavour = flavour_for(CAPI)
+    progress = {"phase": "drain", "reason": "WaitingForPreDrainHook", "message": "WaitingForPreDrainHook: Waiting for pre-drain hooks to succeed"}
+    [hook] = controller_blockers(flavour, CAPI, progress, manager="capi-manager", reported_at=None, now=dt.datetime(2026, 1, 1, tzinfo=dt.UTC))
+    assert (hook.kind, hook.since, hook.evidence["owner"]) == ("hook", "2026-01-01T00:00:00Z", "etcd")
+
+
+def test_a_controller_whose_report_has_not_changed_for_15_minutes_is_not_progressing() -> None:
+    machine = {**CAPI, "metadata": {**CAPI["metadata"], "annotations": {}}}
+    flavour = flavour_for(machine)
+    progress = {"phase": "drain", "reason": "DrainingNode", "message": "DrainingNode: Drain not completed yet", "details": ["* Pod a/b: x"]}
+    written = reported_at([{"type": "Deleting", "lastTransitionTime": "2026-01-01T00:00:00Z"}, {"type": "Ready"}], ("Deleting",))
+    early = controller_blockers(flavour, machine, progress, manager="capi-manager", reported_at=written, now=written + dt.timedelta(minutes=5))
+    assert [(b.kind, b.object, b.verdict) for b in early] == [("controller", "controller capi-manager", CLEARS)]
+    late = controller_blockers(flavour, machine, progress, manager="capi-manager", reported_at=written, now=written + dt.timedelta(minutes=40))
+    assert [(b.kind, b.verdict) for b in late] == [("controller not progressing", NEEDS_ACTION)]
+    assert late[0].evidence == {"reason": "DrainingNode", "details": ["* Pod a/b: x"]} and "40 min" in late[0].reason
