@@ -29,8 +29,9 @@ description:
     apply. While the Machine has a preDrain hook nothing is cordoned or evicted - the module waits at the gate
     (O(wait=true)) or reports the blocking hooks (O(wait=false)). The Machine's exclude-node-draining annotation
     (C(machine.cluster.x-k8s.io/exclude-node-draining) or C(machine.openshift.io/exclude-node-draining)) skips the
-    drain; so do the Cluster API skip cases of a Machine being deleted (no nodeRef, its Cluster or control plane
-    being deleted, no other control-plane Machine left).
+    drain; so do the Cluster API skip cases of a Machine being deleted (its Cluster or control plane being deleted,
+    no other control-plane Machine left, no nodeRef and no Node carrying its providerID - one that does becomes its
+    nodeRef first), the wait at its preTerminate gate having started, and its InfraMachine gone or being deleted.
   - While the Machine is being deleted the drain also behaves like the Machine controller's - its start time is
     recorded once (Cluster API C(status.deletion.nodeDrainStartTime); on OpenShift Machines the annotation
     C(lifecycle.machine.dev/node-drain-start-time)), the Machine's own drain timeout (Cluster API

@@ -20,9 +20,11 @@ description:
     Cluster API C(DrainingSucceeded=True) or a C(Deleting) reason past the drain), when the drain is excluded by
     the C(exclude-node-draining) annotation, when the Machine's own drain timeout has passed since the recorded
     drain start, or when the Node is gone.
-  - Cluster API only - when the Machine has no nodeRef, its Cluster (or control plane) is being deleted, or no
-    other active control-plane Machine is left, the preDrain gate, drain, volume wait and Node deletion are
-    skipped, as the Cluster API Machine controller does. The preTerminate gate still applies.
+  - Cluster API only - when the Machine's Cluster (or control plane) is being deleted, no other active
+    control-plane Machine is left, or the Machine has no nodeRef and no Node carries its providerID (a Node that
+    does becomes its nodeRef first), the preDrain gate, drain, volume wait and Node deletion are skipped, as the
+    Cluster API Machine controller does. The preTerminate gate still applies. Once the wait at the preTerminate
+    gate has started, or while the InfraMachine is gone or being deleted, the drain and the volume wait are over.
   - B(Volume-detach wait.) Waits while volumes are attached to the Node (C(node.status.volumesAttached) and
     VolumeAttachments with C(status.attached=true)), ignoring claims used by Pods the drain skips (DaemonSet,
     static, C(cluster.x-k8s.io/drain=skip) and MachineDrainRules with O(rules) and O(use_cluster_rules), which

@@ -600,10 +600,7 @@ MAPI_NO_NODE = Scenario(
     pods={"web-0": {}},
     node_matches_infra=False,
     expected={
-        "conditions": "open difference (docs/behaviour.md, row O1): the collection records no Drained for a Machine without a nodeRef;"
-        " the drain controller writes Drained True 'Node drain skipped'",
-        "Events": "open difference (row O1): the drain controller records DrainSkipped; the collection records NodeVolumesDetached"
-        ' naming node "None" for a Machine that has no Node',
+        "Events": "open difference (row O1): the drain controller records the Event DrainSkipped; the collection records none",
     },
 )
 

@@ -72,7 +72,15 @@ from ansible_collections.lifecycle.machine.plugins.module_utils._machine.conditi
 )
 from ansible_collections.lifecycle.machine.plugins.module_utils._machine.controller import ABSENT
 from ansible_collections.lifecycle.machine.plugins.module_utils._machine.deletion import node_work_over, object_state
-from ansible_collections.lifecycle.machine.plugins.module_utils._machine.flavour import CAPI_GROUP, PRE_DRAIN, Flavour, Hook, flavour_for, machine_label
+from ansible_collections.lifecycle.machine.plugins.module_utils._machine.flavour import (
+    CAPI_GROUP,
+    OPENSHIFT,
+    PRE_DRAIN,
+    Flavour,
+    Hook,
+    flavour_for,
+    machine_label,
+)
 from ansible_collections.lifecycle.machine.plugins.module_utils._machine.nodes import is_unschedulable
 from ansible_collections.lifecycle.machine.plugins.module_utils._machine.scope import MachineScope
 from ansible_collections.lifecycle.machine.plugins.module_utils._machine.selection import MachineSelection
@@ -489,6 +497,8 @@ class DrainRun:
             gate.refresh()
         reason = gate.node_skip_reason()
         if reason:
+            if not gate.node_name() and gate.flavour.name == OPENSHIFT:
+                self.progress.skipped()  # as OpenShift's drain controller: Drained True, "Node drain skipped"
             return self.skipped(reason)
         self.report.node_name = gate.node_name()
         if state != UNCORDONED:

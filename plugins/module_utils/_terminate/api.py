@@ -180,8 +180,9 @@ def record_stage(api: KubeApi, machine: dict, flavour: Flavour, stage: Stage | N
     machine, changed = write_stage(api, machine, flavour, stage, dry_run=dry_run)
     if not changed:
         return machine, None
-    if stage is not None and stage.name == STAGE_VOLUMES_DETACHED and not dry_run:
-        node_name = flavour.node_name(machine)
+    node_name = flavour.node_name(machine)
+    if stage is not None and stage.name == STAGE_VOLUMES_DETACHED and not dry_run and node_name:
+        # A Machine without a Node had no volumes to wait for: no Event naming a Node it does not have.
         emit_event(api, machine, "Normal", "NodeVolumesDetached", f'success waiting for node volumes detaching Machine\'s node "{node_name}"')
     return machine, f"record stage {stage.name}" if stage else "refresh the hook conditions"
 
