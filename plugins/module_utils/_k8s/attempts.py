@@ -74,8 +74,11 @@ class Attempts:
             # The connection's credentials were read again (a rotated kubeconfig Secret): send once more.
             self.renewed = True
             return None
+        # Only a 500 that answers about the Pod's budgets is the eviction handler's considered answer
+        # (two budgets select it); any other 500 (etcd timing out, say) is a lost answer as ever.
+        internal_error = self.internal_error or not _names_a_budget(data)
         retryable = api.policy.retryable(
-            failure, idempotent=self.repeatable, throttle=self.throttle, verifiable=self.verify is not None, internal_error=self.internal_error
+            failure, idempotent=self.repeatable, throttle=self.throttle, verifiable=self.verify is not None, internal_error=internal_error
         )
         if not retryable:
             raise self.error(failure, data)
@@ -143,3 +146,9 @@ def retry_label(failure: Failure) -> str:
     if failure.status:
         return f"{failure.status} {failure.reason}".strip()
     return failure.reason.split(" (", 1)[0]
+
+
+def _names_a_budget(data: Any) -> bool:
+    """Whether an answer's body speaks of PodDisruptionBudgets."""
+    text = data.decode("utf-8", "replace") if isinstance(data, bytes) else str(data or "")
+    return "PodDisruptionBudget" in text

@@ -204,8 +204,8 @@ class KubeApi:
         method = method.upper()
         eviction = path.endswith("/eviction")
         if eviction:
-            # An eviction's 429 is a PodDisruptionBudget refusing it, its 500 the handler refusing a Pod
-            # two budgets select: the drain's business (asked again at its own pace), never retried here.
+            # An eviction's 429 is a PodDisruptionBudget refusing it, a 500 about budgets the handler refusing
+            # a Pod two budgets select: the drain's business (asked again at its own pace), never retried here.
             throttle = False
         call = Call(method, path, [(k, v) for k, v in (query or {}).items() if v is not None and v != ""], body, content_type)
         repeatable = idempotent(method, body, content_type) if retry is None else retry

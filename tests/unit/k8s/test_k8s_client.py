@@ -214,6 +214,13 @@ def test_an_eviction_500_is_the_servers_answer_and_never_retried() -> None:
     assert api.request_count == 1 and clock.sleeps == [], "the drain asks again at its own pace"
 
 
+def test_an_eviction_500_about_something_else_is_a_lost_answer_and_retried() -> None:
+    api, client, _clock = make_api()
+    client.script(status(500, "etcdserver: request timed out"), ok({"kind": "Status", "status": "Success"}, 201))
+    api.create(EVICTION, {"metadata": {"name": "web-0", "namespace": "ns"}}, verify=lambda: None)
+    assert api.request_count == 2
+
+
 def test_an_eviction_503_is_a_lost_answer_and_retried_after_checking() -> None:
     api, client, _clock = make_api()
     client.script(status(503, "etcdserver: request timed out"), ok({"kind": "Status", "status": "Success"}, 201))
