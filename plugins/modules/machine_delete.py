@@ -124,6 +124,7 @@ options:
 extends_documentation_fragment:
   - kubernetes.core.k8s_auth_options
   - lifecycle.machine.durations
+  - lifecycle.machine.stalls
   - lifecycle.machine.workload
   - lifecycle.machine.machine_controller
 requirements:
@@ -289,7 +290,7 @@ import time
 from ansible_collections.lifecycle.machine.plugins.module_utils._delete.logic import DeleteRequest
 from ansible_collections.lifecycle.machine.plugins.module_utils._delete.run import delete_machines
 from ansible_collections.lifecycle.machine.plugins.module_utils._module import new_module, run
-from ansible_collections.lifecycle.machine.plugins.module_utils._options.specs import machine_side_spec
+from ansible_collections.lifecycle.machine.plugins.module_utils._options.specs import machine_side_spec, stall_spec
 
 
 def main():
@@ -306,6 +307,7 @@ def main():
         "progress_interval": {"type": "raw", "default": 0},
         "concurrency": {"type": "int", "default": 20},
         **machine_side_spec(),
+        **stall_spec(),
     }
     module = new_module(argument_spec, supports_check_mode=True)
     run(module, lambda api: delete_machines(api, DeleteRequest.from_params(module.params, module.check_mode, time.time())))

@@ -180,6 +180,7 @@ options:
 extends_documentation_fragment:
   - kubernetes.core.k8s_auth_options
   - lifecycle.machine.durations
+  - lifecycle.machine.stalls
   - lifecycle.machine.workload
   - lifecycle.machine.machine_controller
 requirements:
@@ -462,7 +463,7 @@ diff:
 from ansible_collections.lifecycle.machine.plugins.module_utils._drain.request import DrainRequest
 from ansible_collections.lifecycle.machine.plugins.module_utils._drain.run import run_drain
 from ansible_collections.lifecycle.machine.plugins.module_utils._module import new_module, run
-from ansible_collections.lifecycle.machine.plugins.module_utils._options.specs import machine_side_spec
+from ansible_collections.lifecycle.machine.plugins.module_utils._options.specs import machine_side_spec, stall_spec
 
 
 def main():
@@ -481,6 +482,7 @@ def main():
         "disable_eviction": {"type": "bool", "default": False},
         "progress_interval": {"type": "raw", "default": 0},
         **machine_side_spec(),
+        **stall_spec(),
     }
     module = new_module(
         argument_spec,

@@ -484,3 +484,16 @@ def mapi_plane(request: pytest.FixtureRequest) -> Iterator[dict]:
     import realctl  # noqa: PLC0415 - it imports this file
 
     yield from realctl.plane(request, "mapi")
+
+
+@pytest.fixture
+def machine_node(kube: KubeApi, namespace: str, make_node, make_machine, capi_cluster):
+    """A Machine of the current flavour (in a Cluster with a control plane, for Cluster API) and its kwok Node."""
+
+    def _make(**extra) -> tuple[str, str]:
+        capi_cluster(namespace)
+        node = make_node()
+        machine = make_machine(namespace, node=node, **extra)["metadata"]["name"]
+        return machine, node
+
+    return _make

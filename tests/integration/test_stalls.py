@@ -8,7 +8,7 @@ from __future__ import annotations
 import time
 
 from khelpers import deployment, pod_is_ready, wait_for
-from test_machine_drain import GRACE, create_pdb, evictions, make_pods
+from test_machine_drain import CAPI_ONLY, GRACE, create_pdb, delete_machine, evictions, get_pod, machine_path, make_pods
 
 NEVER = "can never clear as things stand"
 
@@ -82,3 +82,25 @@ def test_a_pod_kept_past_its_grace_by_a_finalizer_needs_someone(*, kube, namespa
         assert blocker["since"] and blocker["evidence"]["past_grace_seconds"] >= 1
     finally:
         kube.patch(path, {"metadata": {"finalizers": None}})
+
+
+@CAPI_ONLY
+def test_on_stall_fail_stops_at_once_on_the_record_and_overrides_nothing(*, flavour, kube, namespace, machine_node, run_module, audit_events) -> None:
+    machine, node = machine_node()
+    make_pods(kube, namespace, node, {"db-0": {"labels": {"app": "db"}}})
+    budget(kube, namespace, "db", {"maxUnavailable": 0, "selector": {"matchLabels": {"app": "db"}}})
+    delete_machine(kube, flavour, namespace, machine)
+
+    began = time.monotonic()
+    result = run_module("machine_drain", {"machine": machine, "namespace": namespace, "on_stall": "fail", "wait_timeout": 120})
+
+    assert result.get("failed") and result.get("stalled"), result
+    assert time.monotonic() - began < 60, "it fails at once, not at the end of wait_timeout"
+    assert result["msg"].startswith(f"Stopped draining Node {node}: it can never finish as things stand (Pod {namespace}/db-0: budget {namespace}/db")
+    assert [b["verdict"] for b in result["blockers"]] == [NEVER]
+    # Nothing overridden: the Pod is there, refused once, never deleted; the Machine stays marked for a later run.
+    assert get_pod(kube, namespace, "db-0") is not None and not get_pod(kube, namespace, "db-0")["metadata"].get("deletionTimestamp")
+    assert evictions(audit_events, namespace) == {"db-0": [429]}
+    assert kube.get(machine_path(flavour, namespace, machine))["metadata"].get("deletionTimestamp")
+    events = kube.list(f"/api/v1/namespaces/{namespace}/events", field_selector=f"involvedObject.name={machine}")
+    assert [e["type"] for e in events if e["reason"] == "DrainStalled"] == ["Warning"]

@@ -112,6 +112,8 @@ class DeleteRequest:
     # Who carries out each deletion: the Machine's live controller, or the collection (_machine/controller.py).
     machine_controller: str = AUTO
     controller_grace: int = DEFAULT_GRACE
+    # wait, or fail a Machine once a blocker can never clear as things stand (docs/stalls.md).
+    on_stall: str = "wait"
 
     @classmethod
     def from_params(cls, params: dict, check_mode: bool, now: float) -> DeleteRequest:
@@ -138,6 +140,7 @@ class DeleteRequest:
             workload=workload,
             machine_controller=params.get("machine_controller") or AUTO,
             controller_grace=DEFAULT_GRACE if params.get("controller_grace") is None else params["controller_grace"],
+            on_stall=params.get("on_stall") or "wait",
         )
 
 

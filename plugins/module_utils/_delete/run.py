@@ -279,6 +279,7 @@ class MachineDeletion:
             grace_period=request.grace_period,
             check_mode=request.check_mode,
             workload=request.workload,
+            on_stall=request.on_stall,
         )
         try:
             # The phase's end is the drain's deadline, given where its KubeApi is made.

@@ -43,6 +43,8 @@ class DrainRequest:
     # Who drains a Machine being deleted: its live controller (followed) or the collection (_machine/controller.py).
     machine_controller: str = AUTO
     controller_grace: int = DEFAULT_GRACE
+    # wait, or fail once a blocker can never clear as things stand (docs/stalls.md).
+    on_stall: str = "wait"
 
     @classmethod
     def from_params(cls, params: dict[str, Any], check_mode: bool) -> DrainRequest:
@@ -69,6 +71,7 @@ class DrainRequest:
             workload=workload,
             machine_controller=params.get("machine_controller") or AUTO,
             controller_grace=DEFAULT_GRACE if params.get("controller_grace") is None else params["controller_grace"],
+            on_stall=params.get("on_stall") or "wait",
         )
 
     @property

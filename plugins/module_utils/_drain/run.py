@@ -61,7 +61,7 @@ from ansible_collections.lifecycle.machine.plugins.module_utils._machine.api imp
     select_machines,
     wait_for_machine,
 )
-from ansible_collections.lifecycle.machine.plugins.module_utils._machine.blockers import as_dicts, hook_blockers
+from ansible_collections.lifecycle.machine.plugins.module_utils._machine.blockers import NEVER, as_dicts, hook_blockers
 from ansible_collections.lifecycle.machine.plugins.module_utils._machine.conditions import (
     STAGE_DRAIN_FAILED,
     STAGE_DRAIN_SKIPPED,
@@ -199,6 +199,8 @@ class DrainGate:
         return []
 
 
+# How many of the blockers that can never clear a stalled drain's failure names.
+MAX_STALL_REASONS = 3
 # How often a drain starts watching its Node again after its watches failed.
 MAX_WATCH_STARTS = 3
 
@@ -593,6 +595,7 @@ class DrainRun:
         self.progress.after_pass(drain, self.report.node_name)
         if drain.completed:
             return self.drained(drain)
+        self.stop_if_stalled()
         if not self.request.wait:
             return self.result(False, drain.message)
         if self.slice_end is not None and self.api.monotonic() >= self.slice_end and not self.passes.timed_out():
@@ -600,6 +603,23 @@ class DrainRun:
         if self.passes.timed_out():
             raise self.fail(f"Timed out after {self.wait_timeout} s draining Node {self.report.node_name}. {drain.message}", timed_out=True)
         return None
+
+    def stop_if_stalled(self) -> None:
+        """With ``on_stall: fail``, a drain held by something that can never clear as
+        things stand fails at once, on the record (a Warning Event on the Machine),
+        overriding nothing: the Machine stays marked and a later run goes on."""
+        never = [blocker for blocker in self.report.blockers if blocker.verdict == NEVER]
+        if self.request.on_stall != "fail" or not never:
+            return
+        reasons = "; ".join(f"{blocker.object}: {blocker.reason}" for blocker in never[:MAX_STALL_REASONS])
+        more = f" (and {len(never) - MAX_STALL_REASONS} more)" if len(never) > MAX_STALL_REASONS else ""
+        message = (
+            f"Stopped draining Node {self.report.node_name}: it can never finish as things stand ({reasons}{more}); "
+            "on_stall is fail, so nothing was overridden: fix what holds it and run again"
+        )
+        if self.recorder is not None:
+            self.recorder.event("Warning", "DrainStalled", f"{message} (asked for by on_stall: fail)")
+        raise self.fail(message, stalled=True)
 
     def drained(self, drain: DrainPass) -> dict:
         node_name = self.report.node_name

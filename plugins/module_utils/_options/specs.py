@@ -20,6 +20,17 @@ CONTROLLER_GRACE_DEFAULT = 10
 KUBECONFIG_OPTIONS = ("kubeconfig", "workload_cluster")
 
 
+# What a drain does once a blocker can never clear as things stand (docs/stalls.md): wait, as the
+# machine controllers do, or fail at once, leaving the deletion to be resumed once fixed.
+STALL_POLICIES = ("wait", "fail")
+STALL_POLICY_DEFAULT = "wait"
+
+
+def stall_spec() -> dict:
+    """``on_stall``, as machine_drain and machine_delete take it."""
+    return {"on_stall": {"type": "str", "default": STALL_POLICY_DEFAULT, "choices": list(STALL_POLICIES)}}
+
+
 def machine_side_spec() -> dict:
     """``workload_cluster``, ``machine_controller`` and ``controller_grace``, as every module that acts on a Machine's Node takes them."""
     return {
