@@ -104,3 +104,34 @@ def test_on_stall_fail_stops_at_once_on_the_record_and_overrides_nothing(*, flav
     assert kube.get(machine_path(flavour, namespace, machine))["metadata"].get("deletionTimestamp")
     events = kube.list(f"/api/v1/namespaces/{namespace}/events", field_selector=f"involvedObject.name={machine}")
     assert [e["type"] for e in events if e["reason"] == "DrainStalled"] == ["Warning"]
+
+
+@CAPI_ONLY
+def test_check_mode_says_which_machines_would_finish_wait_or_never_and_changes_nothing(
+    *, flavour, kube, namespace, machine_node, make_node, make_machine, run_module, audit_events
+) -> None:
+    free, free_node = machine_node()  # the first also makes the Cluster
+
+    def another() -> tuple[str, str]:
+        node = make_node()
+        return make_machine(namespace, node=node)["metadata"]["name"], node
+
+    (waits, waits_node), (stuck, stuck_node) = another(), another()
+    make_pods(kube, namespace, free_node, {"free-0": {}})
+    make_pods(kube, namespace, waits_node, {"web-0": {"labels": {"app": "web"}}, "web-1": {"labels": {"app": "web"}}})
+    budget(kube, namespace, "web", {"maxUnavailable": 1, "selector": {"matchLabels": {"app": "web"}}})
+    make_pods(kube, namespace, stuck_node, {"db-0": {"labels": {"app": "db"}}})
+    budget(kube, namespace, "db", {"maxUnavailable": 0, "selector": {"matchLabels": {"app": "db"}}})
+    machines = [{"name": name, "namespace": namespace} for name in (free, waits, stuck)]
+
+    plan = run_module("machine_delete", {"machines": machines, "machine_controller": "absent"}, check=True)
+
+    assert not plan.get("failed"), plan.get("msg")
+    answer = plan["preflight"]
+    assert answer["would_finish"] == [f"{namespace}/{free}"]
+    assert list(answer["would_wait"]) == [f"{namespace}/{waits}"] and "budget refusal" in answer["would_wait"][f"{namespace}/{waits}"][0]
+    assert list(answer["can_never_finish"]) == [f"{namespace}/{stuck}"]
+    assert "maxUnavailable is 0" in answer["can_never_finish"][f"{namespace}/{stuck}"][0]
+    # Check mode changed nothing: no Machine marked, no eviction sent.
+    assert all(not kube.get(machine_path(flavour, namespace, m["name"]))["metadata"].get("deletionTimestamp") for m in machines)
+    assert evictions(audit_events, namespace) == {}

@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from ansible_collections.lifecycle.machine.plugins.module_utils._drain.rules import normalize_rules
-from ansible_collections.lifecycle.machine.plugins.module_utils._machine.blockers import blocker_lines
+from ansible_collections.lifecycle.machine.plugins.module_utils._machine.blockers import MAX_BLOCKER_LINES, NEVER, blocker_lines, worst
 from ansible_collections.lifecycle.machine.plugins.module_utils._machine.controller import AUTO, DEFAULT_GRACE, SETTINGS
 from ansible_collections.lifecycle.machine.plugins.module_utils._options.logic import Bound, bound_errors, invalid_names, invalid_options, seconds
 from ansible_collections.lifecycle.machine.plugins.module_utils._workload.logic import WorkloadSettings, workload_settings
@@ -261,8 +261,9 @@ class Outcome:
 
     @property
     def blockers(self) -> list[dict]:
-        """What holds the Machine now (docs/stalls.md): what the step it stands at reported."""
-        if self.status in (DONE, PLANNED):
+        """What holds the Machine now (docs/stalls.md): what the step it stands at reported
+        (in check mode, what the drain's preview found)."""
+        if self.status == DONE:
             return []
         if self.carried_out_by == "controller":
             return list(self.followed_blockers)
@@ -323,6 +324,27 @@ def machine_metrics(outcome: Outcome, clock: dict, now: float) -> dict:
         "blockers_by_kind": by_kind,
         "blockers_by_verdict": by_verdict,
     }
+
+
+def preflight(outcomes: list[Outcome]) -> dict:
+    """Check mode's answer for the chosen Machines together (docs/stalls.md): which would
+    finish, which would wait and on what, which can never finish as things stand and why,
+    from each Machine's planned steps and what holds it now."""
+    answer: dict = {"would_finish": [], "would_wait": {}, "can_never_finish": {}}
+    for outcome in sorted(outcomes, key=lambda o: o.key):
+        verdict = worst(outcome.blockers)
+        lines = [line.removeprefix("! ") for line in blocker_lines(outcome.blockers)] or [
+            f"{b['kind']} {b['object']}: {b['reason']}" for b in outcome.blockers[:MAX_BLOCKER_LINES]
+        ]
+        if outcome.status == FAILED:
+            answer["can_never_finish"][outcome.key] = [outcome.message]
+        elif verdict == NEVER:
+            answer["can_never_finish"][outcome.key] = lines
+        elif verdict is not None:
+            answer["would_wait"][outcome.key] = lines
+        else:
+            answer["would_finish"].append(outcome.key)
+    return answer
 
 
 def deletion_seconds(outcomes: list[Outcome], clock: dict, now: float) -> float | None:

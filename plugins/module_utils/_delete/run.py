@@ -24,6 +24,7 @@ from ansible_collections.lifecycle.machine.plugins.module_utils._delete.logic im
     drain_summary,
     machine_key,
     machine_metrics,
+    preflight,
     progress_lines,
     slice_message,
     start_phase,
@@ -388,6 +389,7 @@ def delete_machines(api: KubeApi, request: DeleteRequest) -> dict:
         "progress": progress_lines(outcomes, elapsed, clock=clock, now=now),
         "clock": {key: phases for key, phases in clock.items() if key in known},
         "metrics": {outcome.key: machine_metrics(outcome, clock, now) for outcome in outcomes},
+        **({"preflight": preflight(outcomes)} if request.check_mode else {}),
         "elapsed_seconds": round(elapsed, 1),
         "api_requests": api.total_requests,
     }

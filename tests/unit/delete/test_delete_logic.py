@@ -18,6 +18,7 @@ from ansible_collections.lifecycle.machine.plugins.module_utils._delete.logic im
     budget_left,
     machine_metrics,
     option_errors,
+    preflight,
     progress_lines,
     slice_message,
     start_phase,
@@ -198,3 +199,20 @@ def test_machine_metrics_count_each_phase_from_the_clock_and_the_blockers_by_kin
     clock["ns/m"]["done"] = 170.0
     assert machine_metrics(outcome, clock, 500.0)["phase_seconds"] == {"drain": 60.0, "terminate": 10.0}
     assert machine_metrics(outcome, {}, 500.0)["phase_seconds"] == {}
+
+
+def test_check_mode_answers_which_machines_would_finish_wait_or_never() -> None:
+    def planned(name: str, blockers: list[dict]) -> Outcome:
+        outcome = Outcome(machine={"name": name, "namespace": "ns"}, status="planned", step="drain")
+        outcome.drain = {"blockers": blockers}
+        return outcome
+
+    never = {"verdict": "can never clear as things stand", "kind": "two budgets", "object": "Pod ns/a", "reason": "change the budgets"}
+    clears = {"verdict": "clears by itself", "kind": "budget refusal", "object": "Pod ns/b", "reason": "budget ns/web allows another eviction once"}
+    failed = Outcome(machine={"name": "d", "namespace": "ns"}, status="failed", message="Machine ns/d not found")
+    answer = preflight([planned("a", [never, clears]), planned("b", [clears]), planned("c", []), failed])
+    assert answer == {
+        "would_finish": ["ns/c"],
+        "would_wait": {"ns/b": ["budget refusal Pod ns/b: budget ns/web allows another eviction once"]},
+        "can_never_finish": {"ns/a": ["can never clear as things stand: two budgets Pod ns/a: change the budgets"], "ns/d": ["Machine ns/d not found"]},
+    }
