@@ -30,9 +30,10 @@ description:
     static, C(cluster.x-k8s.io/drain=skip) and MachineDrainRules with O(rules) and O(use_cluster_rules), which
     must match what the drain used). Skipped when the Node is gone or unreachable, with the annotation
     C(machine.cluster.x-k8s.io/exclude-wait-for-node-volume-detach) (Cluster API), or once the Machine's
-    C(nodeVolumeDetachTimeout) has passed since the wait started. The start is recorded once, the first time
-    something is found attached (C(status.deletion.waitForNodeVolumeDetachStartTime) on Cluster API, the
-    annotation C(lifecycle.machine.dev/volume-detach-start-time) on OpenShift).
+    C(nodeVolumeDetachTimeout) has passed since the wait started. The start is recorded once - on Cluster API in
+    C(status.deletion.waitForNodeVolumeDetachStartTime) whenever the wait runs, before the volumes are looked at
+    (also when nothing is attached or the Node is gone), as Cluster API does; on OpenShift in the annotation
+    C(lifecycle.machine.dev/volume-detach-start-time), the first time something is found attached.
   - B(preTerminate gate.) While any preTerminate hook exists nothing below happens. With O(wait=true) the
     Machine is watched until the last hook is removed; otherwise the module returns at once and reports the
     blocking hooks in RV(blocked_by).

@@ -285,6 +285,8 @@ def observation(side: Side, scenario: Scenario, audit: Path, events: list[tuple[
         "Deleting": sorted({entry for entry in side.deleting if entry[0] in HELD_REASONS}),
         "conditions": sorted(set(side.conditions) - side.before),
         "Events": sorted(set(events) - side.before),
+        # Cluster API's fallback (Deleting, "Deletion started"): v1.14.2 replaces it before every status write (row 30).
+        "Deleting fallback written": any(reason == "Deleting" for reason, _message in side.deleting),
         "_deleting": [reason for reason, _message in side.deleting],
         **(scenario.measure(evicted) if scenario.measure else {}),
         **({"status.deletion": sorted(side.deletion_fields)} if scenario.deletion_status else {}),

@@ -13,6 +13,7 @@ nothing and a run killed anywhere continues where it stopped.
 
 from __future__ import annotations
 
+import copy
 import datetime as _dt
 from dataclasses import dataclass, field
 from typing import Any
@@ -134,6 +135,10 @@ FINISHED = "finished"
 WRITE_ACTIONS = (RECORD_VOLUME_START, DELETE_INFRASTRUCTURE, DELETE_BOOTSTRAP, DELETE_NODE, RELEASE)
 # Actions that wait for something outside the module.
 WAIT_ACTIONS = (WAIT_VOLUMES, WAIT_PRE_TERMINATE, WAIT_INFRASTRUCTURE, WAIT_BOOTSTRAP, WAIT_GONE)
+
+# Flavours whose volume-wait start is the collection's own (an annotation, OpenShift): recorded the first
+# time a volume is found attached. Cluster API records it whenever the wait runs (docs/behaviour.md §4).
+VOLUME_START_WHEN_ATTACHED = (OPENSHIFT,)
 
 # Flavours whose instance is terminated by provider tasks outside the module,
 # rather than by deleting Cluster API infrastructure and bootstrap objects.
@@ -351,25 +356,41 @@ def _volume_skip_reason(facts: Facts, flavour: Flavour) -> str | None:
     return None
 
 
+def _volume_wait_not_run(facts: Facts, flavour: Flavour, builder: _Builder, skipped: str) -> None:
+    """The volume step of a wait that does not run (``skipped`` says why)."""
+    machine = facts.machine or {}
+    started_at = flavour.volume_detach_started_at(machine)
+    recorded = flavour.condition(machine, "VolumeDetachSucceeded")
+    if not facts.skip_reason and recorded and recorded.get("status") == "True":
+        # Finished before the Node work ended for good (the InfraMachine went, say): that is what happened.
+        builder.add(STEP_VOLUMES, DONE, "the Machine records the volume wait as finished")
+        seen = facts.volumes if facts.volumes is not None and not facts.volumes.waiting else None
+        builder.volumes = _volumes_summary(seen, None, started_at)
+    else:
+        builder.add(STEP_VOLUMES, SKIPPED, skipped)
+        builder.volumes = _volumes_summary(None, skipped, started_at)
+
+
 def _volume_step(facts: Facts, flavour: Flavour, builder: _Builder) -> Decision | None:
     """The volume detach wait (docs/behaviour.md §4)."""
     machine = facts.machine or {}
     started_at = flavour.volume_detach_started_at(machine)
     skipped = _volume_skip_reason(facts, flavour)
     if skipped:
-        recorded = flavour.condition(machine, "VolumeDetachSucceeded")
-        if not facts.skip_reason and recorded and recorded.get("status") == "True":
-            # Finished before the Node work ended for good (the InfraMachine went, say): that is what happened.
-            builder.add(STEP_VOLUMES, DONE, "the Machine records the volume wait as finished")
-            seen = facts.volumes if facts.volumes is not None and not facts.volumes.waiting else None
-            builder.volumes = _volumes_summary(seen, None, started_at)
-        else:
-            builder.add(STEP_VOLUMES, SKIPPED, skipped)
-            builder.volumes = _volumes_summary(None, skipped, started_at)
+        _volume_wait_not_run(facts, flavour, builder, skipped)
         return None
-    status = facts.volumes
-    if status is None:
+    if started_at is None and flavour.name not in VOLUME_START_WHEN_ATTACHED:
+        # As Cluster API: the start is recorded once whenever the wait runs, before the volumes are
+        # looked at, so also when none is attached or the Node is gone (docs/behaviour.md, row 21a).
+        builder.add(STEP_VOLUMES, PENDING, "recording when the volume wait started")
+        return builder.finish(RECORD_VOLUME_START)
+    if facts.volumes is None:
         return builder.finish(OBSERVE_VOLUMES)
+    return _volumes_seen(facts.volumes, started_at, builder)
+
+
+def _volumes_seen(status: VolumeWaitStatus, started_at: _dt.datetime | None, builder: _Builder) -> Decision | None:
+    """The volume wait, once the volumes are observed: over, or still waiting."""
     if status.skipped:
         # Upstream records the wait as succeeded when the Node is gone or unreachable.
         builder.add(STEP_VOLUMES, SKIPPED, status.skipped)
@@ -518,6 +539,24 @@ def decide(facts: Facts, flavour: Flavour) -> Decision:
         if stop is not None:
             return stop
     return _release_step(facts, flavour, builder)
+
+
+def with_volume_start(machine: dict, flavour: Flavour, started: _dt.datetime) -> dict:
+    """``machine`` as it looks once the volume wait's start is recorded (check mode: what a dry run
+    said, should its answer not show it), so the run goes on to the next step."""
+    result = copy.deepcopy(machine)
+    for patch in flavour.start_time_patches(volumes=started):
+        if patch is not None:
+            _merge(result, patch)
+    return result
+
+
+def _merge(target: dict, patch: dict) -> None:
+    for key, value in patch.items():
+        if isinstance(value, dict) and isinstance(target.get(key), dict):
+            _merge(target[key], value)
+        else:
+            target[key] = copy.deepcopy(value)
 
 
 def remove_finalizer_patch(machine: dict, finalizer: str) -> dict | None:

@@ -52,6 +52,7 @@ from ansible_collections.lifecycle.machine.plugins.module_utils._terminate.logic
     TerminateRequest,
     decide,
     timeout_message,
+    with_volume_start,
 )
 from ansible_collections.lifecycle.machine.plugins.module_utils._terminate.report import Report, gone_result, node_key, object_key, unread_result
 from ansible_collections.lifecycle.machine.plugins.module_utils._timeutil import now
@@ -151,6 +152,12 @@ class Termination:
         if action in (FINISHED, AWAIT_INSTANCE):
             return self.result()
         if self.request.check_mode:
+            if action == RECORD_VOLUME_START:
+                # Bookkeeping the same look goes on from (as the controller): tried as a dry run, then on to the wait.
+                facts = self.write(decision, facts)
+                if facts.machine is not None and self.flavour.volume_detach_started_at(facts.machine) is None:
+                    facts.machine = with_volume_start(facts.machine, self.flavour, now())
+                return facts
             # Only the next write is tried (as a dry run): what follows depends on it.
             if action in WRITE_ACTIONS:
                 self.write(decision, facts)

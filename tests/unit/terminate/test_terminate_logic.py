@@ -49,6 +49,7 @@ from ansible_collections.lifecycle.machine.plugins.module_utils._terminate.logic
     step_names,
     timeout_message,
     timeout_passed,
+    with_volume_start,
 )
 from ansible_collections.lifecycle.machine.plugins.module_utils._terminate.volumes import SKIP_NODE_GONE, VolumeWaitStatus
 from ansible_collections.lifecycle.machine.plugins.module_utils._timeutil import rfc3339
@@ -60,8 +61,11 @@ FLAVOURS = ["openshift", "v1beta1", "v1beta2"]
 PRESENT = ObjectState(exists=True)
 
 
-def machine(flavour: str, *, deleting: bool = True, node: str | None = NODE, hooks: dict | None = None, drained: bool = True, **extra) -> dict:
-    """A Machine of ``flavour`` as the API returns it."""
+def machine(
+    flavour: str, *, deleting: bool = True, node: str | None = NODE, hooks: dict | None = None, drained: bool = True, volume_wait_started: bool = True, **extra
+) -> dict:
+    """A Machine of ``flavour`` as the API returns it. A Cluster API Machine being deleted records the
+    volume wait's start (``volume_wait_started``: Cluster API records it before it looks at the volumes)."""
     hooks = hooks or {}
     annotations = dict(extra.pop("annotations", {}))
     spec = dict(extra.pop("spec", {}))
@@ -90,6 +94,8 @@ def machine(flavour: str, *, deleting: bool = True, node: str | None = NODE, hoo
         for point, entries in hooks.items():
             for name, owner in entries:
                 annotations[f"{prefixes[point]}.delete.hook.machine.cluster.x-k8s.io/{name}"] = owner
+        if deleting and volume_wait_started:
+            status.setdefault("deletion", {}).setdefault("waitForNodeVolumeDetachStartTime", rfc3339(NOW))
         if flavour == "v1beta1":
             spec["infrastructureRef"] = {"apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1", "kind": "FakeMachine", "name": "m-1"}
             spec["bootstrap"] = {"configRef": {"apiVersion": "bootstrap.cluster.x-k8s.io/v1beta1", "kind": "FakeBootstrapConfig", "name": "m-1"}}
@@ -256,10 +262,11 @@ WAITING_FOR_CLAIM = VolumeWaitStatus(pvcs=["ns/data"])
 
 @pytest.mark.parametrize("flavour", FLAVOURS)
 def test_attached_volumes_record_the_start_then_wait(flavour) -> None:
-    m = machine(flavour)
+    m = machine(flavour, volume_wait_started=False)
     decision = decide(facts(m, infrastructure=PRESENT, volumes=WAITING_FOR_CLAIM), flavour_for(m))
     assert decision.action == RECORD_VOLUME_START
-    assert status_of(decision, "volume_detach")[0] == WAITING
+    # OpenShift (the collection's annotation) once something is found attached; Cluster API before it looks.
+    assert status_of(decision, "volume_detach")[0] == (WAITING if flavour == "openshift" else PENDING)
 
     started = NOW - dt.timedelta(seconds=30)
     if flavour == "openshift":
@@ -274,6 +281,54 @@ def test_attached_volumes_record_the_start_then_wait(flavour) -> None:
     assert decision.stages[0].message == expected
     assert decision.volumes["pvcs"] == ["ns/data"]
     assert decision.volumes["started_at"] == rfc3339(started)
+
+
+@pytest.mark.parametrize("flavour", ["v1beta1", "v1beta2"])
+@pytest.mark.parametrize(
+    "volumes", [None, VolumeWaitStatus(), VolumeWaitStatus(skipped=SKIP_NODE_GONE), WAITING_FOR_CLAIM], ids=["unobserved", "none", "node-gone", "attached"]
+)
+def test_cluster_api_records_the_volume_wait_start_before_looking_at_the_volumes(flavour, volumes) -> None:
+    # As v1.14.2's reconcileDelete: whenever the volume wait runs, whatever is attached (row 21a).
+    m = machine(flavour, volume_wait_started=False)
+    decision = decide(facts(m, infrastructure=PRESENT, volumes=volumes), flavour_for(m))
+    assert decision.action == RECORD_VOLUME_START
+    assert status_of(decision, "volume_detach") == (PENDING, "recording when the volume wait started")
+    assert decision.stages == []
+
+    m["status"]["deletion"] = {"waitForNodeVolumeDetachStartTime": rfc3339(NOW)}
+    decision = decide(facts(m, infrastructure=PRESENT, volumes=volumes), flavour_for(m))
+    assert decision.action != RECORD_VOLUME_START, "recorded once"
+
+
+@pytest.mark.parametrize(
+    ("flavour", "extra", "infrastructure", "reason"),
+    [
+        ("v1beta2", {"annotations": {"machine.cluster.x-k8s.io/exclude-wait-for-node-volume-detach": ""}}, PRESENT, "excluded by annotation"),
+        ("v1beta2", {"status": {"deletion": {"waitForPreTerminateHookStartTime": rfc3339(NOW)}}}, PRESENT, "preTerminate"),
+        ("v1beta1", {}, ABSENT, "FakeMachine"),
+    ],
+)
+def test_cluster_api_records_no_volume_wait_start_when_the_wait_does_not_run(flavour, extra, infrastructure, reason) -> None:
+    m = machine(flavour, volume_wait_started=False, **extra)
+    decision = decide(facts(m, infrastructure=infrastructure), flavour_for(m))
+    assert decision.action != RECORD_VOLUME_START
+    assert status_of(decision, "volume_detach")[0] == SKIPPED and reason in status_of(decision, "volume_detach")[1]
+
+
+@pytest.mark.parametrize("volumes", [None, VolumeWaitStatus(), VolumeWaitStatus(skipped=SKIP_NODE_GONE)], ids=["unobserved", "none", "node-gone"])
+def test_openshift_records_the_volume_wait_start_only_once_something_is_attached(volumes) -> None:
+    m = machine("openshift")
+    decision = decide(facts(m, volumes=volumes), flavour_for(m))
+    assert decision.action != RECORD_VOLUME_START
+
+
+def test_check_mode_sees_the_machine_with_the_volume_wait_start() -> None:
+    for flavour in FLAVOURS:
+        m = machine(flavour, volume_wait_started=False)
+        f = flavour_for(m)
+        recorded = with_volume_start(m, f, NOW)
+        assert f.volume_detach_started_at(recorded) == NOW
+        assert f.volume_detach_started_at(m) is None, "the Machine given is left as it was"
 
 
 def test_the_volume_wait_is_excluded_by_annotation_on_cluster_api_only() -> None:

@@ -72,6 +72,7 @@ def test_a_cluster_api_machine_goes_in_order_infrastructure_bootstrap_node_relea
     assert result["gone"] is True and result["released"] is True and result["changed"] is True
     assert [entry["status"] for entry in result["steps"]] == ["done"] * 8, result["steps"]
     assert result["actions"] == [
+        "record the start of the volume detach wait",
         "record stage VolumesDetached",
         "record stage WaitingForInfrastructureDeletion",
         f"delete FakeMachine {NS}/{NAME}",
@@ -148,6 +149,32 @@ def test_a_volume_wait_polls_on_the_fake_clock_until_the_volume_detaches() -> No
     assert steps(result)["volume_detach"][0] == "done"
     assert result["timing"]["waited_seconds"] == 10.0
     assert result["actions"][:2] == ["record the start of the volume detach wait", "record stage WaitingForVolumeDetach"]
+
+
+def test_a_cluster_api_run_records_the_volume_wait_start_once_with_nothing_attached() -> None:
+    world = World()
+    world.machine(hooks={"preTerminate": [("flush-logs", "log-shipper")]})
+    first = terminate(world)
+    assert first["actions"][0] == "record the start of the volume detach wait"
+    assert steps(first)["volume_detach"] == ("done", "no volume is attached to the Node")
+    started = world.stored(world.path)["status"]["deletion"]["waitForNodeVolumeDetachStartTime"]
+
+    changes = len(world.fake.changes)
+    again = terminate(world)
+    assert "record the start of the volume detach wait" not in again["actions"]
+    assert world.stored(world.path)["status"]["deletion"]["waitForNodeVolumeDetachStartTime"] == started
+    assert len(world.fake.changes) == changes, "a later run writes nothing more"
+
+
+def test_check_mode_records_no_volume_wait_start() -> None:
+    world = World()
+    world.machine(hooks={"preTerminate": [("flush-logs", "log-shipper")]})
+    changes = len(world.fake.changes)
+    result = terminate(world, check_mode=True)
+    assert result["actions"][0] == "would record the start of the volume detach wait"
+    assert result["next_step"] == "pre_terminate_hook"
+    assert len(world.fake.changes) == changes, "check mode changed something"
+    assert not (world.stored(world.path).get("status") or {}).get("deletion", {}).get("waitForNodeVolumeDetachStartTime")
 
 
 def test_a_pre_terminate_wait_times_out_on_the_fake_clock() -> None:
@@ -249,6 +276,7 @@ def test_check_mode_tries_the_next_write_as_a_dry_run_and_writes_nothing() -> No
     result = terminate(world, check_mode=True, wait=True)
     assert len(world.fake.changes) == changes, "check mode changed something"
     assert result["actions"] == [
+        "would record the start of the volume detach wait",
         "would record stage VolumesDetached",
         "would record stage WaitingForInfrastructureDeletion",
         f"would delete FakeMachine {NS}/{NAME}",
@@ -306,7 +334,11 @@ def test_an_api_error_mid_run_fails_with_the_partial_result() -> None:
     assert error.msg == f"Kubernetes API error: DELETE fakemachines {NS}/{NAME}: 403 fakemachines is forbidden"
     assert error.result["status"] == 403
     assert error.result["changed"] is True
-    assert error.result["actions"] == ["record stage VolumesDetached", "record stage WaitingForInfrastructureDeletion"]
+    assert error.result["actions"] == [
+        "record the start of the volume detach wait",
+        "record stage VolumesDetached",
+        "record stage WaitingForInfrastructureDeletion",
+    ]
     assert error.result["next_step"] == "infrastructure"
     assert steps(error.result)["volume_detach"][0] == "done"
     assert "diff" in error.result and error.result["machine"]["exists"] is True
@@ -336,16 +368,17 @@ def test_an_api_error_between_two_stage_writes_keeps_the_first() -> None:
     status = f"{world.path}/status"
     patches = []
 
-    def refuse_the_second_status_patch(method: str, path: str) -> None:
+    def refuse_the_second_stage_write(method: str, path: str) -> None:
+        # The first status patch records the volume wait's start, the second the first stage.
         if (method, path) == ("PATCH", status):
             patches.append(path)
-            if len(patches) == 2:
+            if len(patches) == 3:
                 world.fake.fail("PATCH", status, FakeKube.error(422, "invalid"))
 
-    world.fake.on_request = refuse_the_second_status_patch
+    world.fake.on_request = refuse_the_second_stage_write
     error = failure(world)
     assert error.msg == f"Kubernetes API error: PATCH status of Machine {NS}/{NAME}: 422 invalid"
-    assert error.result["actions"] == ["record stage VolumesDetached"]
+    assert error.result["actions"] == ["record the start of the volume detach wait", "record stage VolumesDetached"]
     assert any(c["type"] == "VolumeDetachSucceeded" for c in error.result["diff"]["after"]["machine"]["conditions"])
 
 
