@@ -270,7 +270,12 @@ preflight:
       C(can_never_finish) (key to what can never clear as things stand, or why it failed). Nothing is changed.
   returned: in check mode
   type: dict
-  sample: {"would_finish": ["default/worker-1"], "would_wait": {}, "can_never_finish": {"default/worker-2": ["can never clear as things stand: budget refusal Pod default/db-0: budget default/db: its maxUnavailable is 0: it allows no eviction at all"]}}
+  sample:
+    would_finish: [default/worker-1]
+    would_wait: {}
+    can_never_finish:
+      default/worker-2:
+        - "can never clear as things stand: budget refusal Pod default/db-0: budget default/db: its maxUnavailable is 0: it allows no eviction at all"
 metrics:
   description:
     - Numbers to graph, by Machine (C(namespace/name)) - C(phase_seconds) (the seconds spent in V(drain) and V(terminate)
