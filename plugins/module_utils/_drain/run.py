@@ -162,7 +162,7 @@ class DrainGate:
         if reason or not self.recorder.deleting:
             return reason
         over = node_work_over(self.flavour, self.machine, None)
-        if over is None and self.flavour.infrastructure_ref(self.machine) is not None and self.flavour.group == CAPI_GROUP:
+        if over is None and self.flavour.group == CAPI_GROUP:  # a recorded time or no reference settles it without a read
             over = node_work_over(self.flavour, self.machine, object_state(get_infrastructure(self.api, self.machine, self.flavour)))
         return f"Machine {machine_label(self.machine)}: {over}" if over else None
 

@@ -422,31 +422,25 @@ class DeletionRecorder:
             return recorded
         stamp = now()
         for patch, status in zip(self.flavour.start_time_patches(**{step: stamp}), (False, True), strict=True):
-            if patch is None:
-                continue
-
-            def build(current: dict, patch: dict = patch) -> dict | None:
-                if started_at(current) is not None:
-                    return None
-                guarded = json.loads(json.dumps(patch))
-                guarded.setdefault("metadata", {})["resourceVersion"] = current["metadata"].get("resourceVersion")
-                return guarded
-
-            self.machine, sent = update_with_retry(self.api, self.machine, build, status=status, dry_run=self.dry_run)
-            self.changed = self.changed or sent is not None
+            if patch is not None:
+                self.machine, sent = record_once(
+                    self.api, self.machine, patch, lambda current: started_at(current) is not None, status=status, dry_run=self.dry_run
+                )
+                self.changed = self.changed or sent
         return started_at(self.machine) or stamp
 
 
-def record_once(api: KubeApi, machine: dict, status_patch: dict, recorded: Callable[[dict], bool], *, dry_run: bool = False) -> tuple[dict, bool]:
-    """Write ``status_patch`` (a time recorded once) unless ``recorded(current)``
-    already holds; guarded by the resourceVersion. (Machine, whether it was sent)."""
+def record_once(api: KubeApi, machine: dict, patch: dict, recorded: Callable[[dict], bool], *, status: bool = True, dry_run: bool = False) -> tuple[dict, bool]:
+    """Write ``patch`` (a time recorded once; to the status subresource unless ``status`` is
+    False) unless ``recorded(current)`` already holds; guarded by the resourceVersion, so a
+    concurrent writer's time wins. (Machine, whether it was sent)."""
 
     def build(current: dict) -> dict | None:
         if recorded(current):
             return None
-        guarded = json.loads(json.dumps(status_patch))
+        guarded = json.loads(json.dumps(patch))
         guarded.setdefault("metadata", {})["resourceVersion"] = current["metadata"].get("resourceVersion")
         return guarded
 
-    machine, sent = update_with_retry(api, machine, build, status=True, dry_run=dry_run)
+    machine, sent = update_with_retry(api, machine, build, status=status, dry_run=dry_run)
     return machine, sent is not None

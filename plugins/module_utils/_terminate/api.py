@@ -13,7 +13,6 @@ Waits and sleeps use the transport's clock (``api.monotonic()``, ``api.sleep()``
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -28,6 +27,7 @@ from ansible_collections.lifecycle.machine.plugins.module_utils._machine.api imp
     get_node,
     node_path,
     node_steps_skip_reason,
+    record_once,
     ref_path,
     update_with_retry,
     write_stage,
@@ -187,12 +187,6 @@ def record_stage(api: KubeApi, machine: dict, flavour: Flavour, stage: Stage | N
     return machine, f"record stage {stage.name}" if stage else "refresh the hook conditions"
 
 
-def _with_resource_version(patch: dict, current: dict) -> dict:
-    patch = copy.deepcopy(patch)
-    patch.setdefault("metadata", {})["resourceVersion"] = current["metadata"].get("resourceVersion")
-    return patch
-
-
 def record_volume_start(api: KubeApi, machine: dict, flavour: Flavour, *, dry_run: bool = False) -> tuple[dict, list[str]]:
     """Record when the volume wait started, exactly once: a write guarded by the
     resourceVersion that is not sent when the Machine already records a start.
@@ -202,14 +196,8 @@ def record_volume_start(api: KubeApi, machine: dict, flavour: Flavour, *, dry_ru
     for patch, status in ((object_patch, False), (status_patch, True)):
         if patch is None:
             continue
-
-        def build(current: dict, patch: dict = patch) -> dict | None:
-            if flavour.volume_detach_started_at(current) is not None:
-                return None
-            return _with_resource_version(patch, current)
-
-        machine, sent = update_with_retry(api, machine, build, status=status, dry_run=dry_run)
-        if sent is not None:
+        machine, sent = record_once(api, machine, patch, lambda current: flavour.volume_detach_started_at(current) is not None, status=status, dry_run=dry_run)
+        if sent:
             written.append("record the start of the volume detach wait")
     return machine, written
 
