@@ -5,6 +5,13 @@ docs/stalls.md): refused evictions with the refusing budget's numbers, Pods
 two budgets select, Pods terminating (past their grace, held by finalizers),
 Pods waited for to complete, an unreachable Node.
 
+A budget's refusal is also explained when the budget still counts Pods as being
+evicted (``status.disruptedPods``): an eviction it granted whose Pod was never
+deleted - the request was cut between the budget's update and the deletion, as
+when a run is killed in the middle of one - holds the budget's allowance until
+the disruption controller gives up on it, two minutes after the grant. That
+clears by itself, and the reason says when.
+
 "Never" is said only when the cluster's state proves it: a budget that allows
 no disruption while every Pod it expects is healthy (its selected Pods can only
 go if someone changes the budget or the workload), or one whose spec allows
@@ -41,6 +48,9 @@ from ansible_collections.lifecycle.machine.plugins.module_utils._timeutil import
 
 # The eviction API's answer (500) for a Pod more than one budget selects.
 TWO_BUDGETS_WORDS = "more than one PodDisruptionBudget"
+# How long the disruption controller counts a Pod a budget let be evicted as gone
+# while it is not deleted (its DeletionTimeout): then it is counted again.
+DISRUPTED_POD_TIMEOUT = _dt.timedelta(minutes=2)
 
 
 def budget_evidence(budget: dict) -> dict:
@@ -74,7 +84,24 @@ def never_allows(budget: dict) -> str | None:
     return None
 
 
-def _budget_blockers(key: str, pod: dict | None, budgets: list[dict], message: str) -> list[Blocker]:
+def unfinished_evictions(budget: dict, pods: dict[str, dict]) -> dict[str, _dt.datetime]:
+    """Pod name -> when ``budget`` granted its eviction, for the Pods it still counts as
+    being evicted (``status.disruptedPods``) that ``pods`` (key -> Pod, the Node's) show
+    neither terminating nor gone, nor created after the grant (another Pod of that name):
+    evictions whose deletion never happened."""
+    namespace = (budget.get("metadata") or {}).get("namespace")
+    found = {}
+    for name, granted in sorted(((budget.get("status") or {}).get("disruptedPods") or {}).items()):
+        meta = (pods.get(f"{namespace}/{name}") or {}).get("metadata")
+        at = parse_time(granted) if isinstance(granted, str) else None
+        created = parse_time(meta.get("creationTimestamp")) if meta else None
+        if meta is None or at is None or meta.get("deletionTimestamp") or (created is not None and created > at):
+            continue
+        found[name] = at
+    return found
+
+
+def _budget_blockers(key: str, pod: dict | None, budgets: list[dict], message: str, pods: dict[str, dict]) -> list[Blocker]:
     covering = covering_budgets(pod, budgets) if pod is not None else []
     if not covering:
         return [Blocker(PHASE_DRAIN, KIND_BUDGET, f"Pod {key}", CLEARS, f"a budget refuses its eviction for now: {message}")]
@@ -82,8 +109,22 @@ def _budget_blockers(key: str, pod: dict | None, budgets: list[dict], message: s
     for budget in covering:
         evidence = {"pod": key, **budget_evidence(budget)}
         never = never_allows(budget)
+        unfinished = unfinished_evictions(budget, pods)
         if never:
             blockers.append(Blocker(PHASE_DRAIN, KIND_BUDGET, f"Pod {key}", NEVER, f"budget {evidence['budget']}: {never}", evidence=evidence))
+        elif unfinished:
+            granted = min(unfinished.values())
+            until = rfc3339(granted + DISRUPTED_POD_TIMEOUT)
+            evidence["unfinished_evictions"] = {name: rfc3339(at) for name, at in unfinished.items()}
+            evidence["counted_again_at"] = until
+            names = ", ".join(f"{evidence['budget'].split('/')[0]}/{name}" for name in unfinished)
+            pods_text, them = (f"Pod {names}", "it") if len(unfinished) == 1 else (f"Pods {names}", "them")
+            reason = (
+                f"budget {evidence['budget']} still counts {pods_text} as being evicted: it granted an eviction that never deleted {them}"
+                f" (the request was cut, as when a run is killed in the middle of one); the disruption controller counts {them} again"
+                f" from {until}, and the drain retries then"
+            )
+            blockers.append(Blocker(PHASE_DRAIN, KIND_BUDGET, f"Pod {key}", CLEARS, reason, rfc3339(granted), evidence))
         else:
             reason = f"budget {evidence['budget']} allows another eviction once enough of its Pods are healthy again"
             blockers.append(Blocker(PHASE_DRAIN, KIND_BUDGET, f"Pod {key}", CLEARS, reason, evidence=evidence))
@@ -96,7 +137,7 @@ def _failure_blockers(drain: DrainPass, budgets: list[dict]) -> list[Blocker]:
     for message, keys in sorted(drain.outcome.failures.items()):
         for key in sorted(keys):
             if message.startswith(PDB_MESSAGE):
-                blockers.extend(_budget_blockers(key, pods.get(key), budgets, message))
+                blockers.extend(_budget_blockers(key, pods.get(key), budgets, message, pods))
             elif TWO_BUDGETS_WORDS in message:
                 covering = [budget_evidence(budget)["budget"] for budget in covering_budgets(pods[key], budgets)] if key in pods else []
                 reason = "the eviction API refuses a Pod more than one budget selects, whatever they allow: change the budgets so one selects it"

@@ -107,3 +107,36 @@ def test_an_unreachable_node_clears_and_so_do_waits_and_terminating_namespaces()
 
 def test_a_completed_drain_has_no_blockers() -> None:
     assert drain_blockers(DrainPass(node=None), [], NOW) == []
+
+
+def test_a_budget_holding_an_eviction_that_never_deleted_its_pod_says_when_it_lets_go() -> None:
+    """A run killed in the middle of an eviction: the budget granted it (status.disruptedPods)
+    but the Pod was never deleted, so the budget refuses until the disruption controller gives up on it."""
+    web = budget("web", "web", spec={"minAvailable": 1}, expected=2, healthy=1, needed=1, allowed=0)
+    web["status"]["disruptedPods"] = {"web-1": "2026-05-01T11:59:30Z"}
+    mine = pod("web-1")
+    mine["metadata"]["creationTimestamp"] = "2026-05-01T11:00:00Z"
+    drain = drain_of([mine], [PodDecision(NS, "web-1", DRAIN)], {refusal("web"): [f"{NS}/web-1"]})
+    [blocker] = drain_blockers(drain, [web], NOW)
+    assert (blocker.kind, blocker.verdict, blocker.since) == ("budget refusal", CLEARS, "2026-05-01T11:59:30Z")
+    assert blocker.evidence["unfinished_evictions"] == {"web-1": "2026-05-01T11:59:30Z"}
+    assert blocker.evidence["counted_again_at"] == "2026-05-01T12:01:30Z"
+    assert blocker.reason == (
+        f"budget {NS}/web still counts Pod {NS}/web-1 as being evicted: it granted an eviction that never deleted it"
+        " (the request was cut, as when a run is killed in the middle of one); the disruption controller counts it again"
+        " from 2026-05-01T12:01:30Z, and the drain retries then"
+    )
+
+
+def test_evictions_a_budget_counts_that_are_under_way_or_of_another_pod_are_not_unfinished() -> None:
+    web = budget("web", "web", spec={"minAvailable": 1}, expected=3, healthy=1, needed=1, allowed=0)
+    granted = "2026-05-01T11:59:30Z"
+    web["status"]["disruptedPods"] = {"going": granted, "renewed": granted, "elsewhere": granted}
+    going = pod("going", deleting_at=NOW + dt.timedelta(seconds=10))
+    renewed = pod("renewed")  # a Pod created again under the name after the grant
+    renewed["metadata"]["creationTimestamp"] = "2026-05-01T11:59:50Z"
+    waiting = pod("web-2")
+    drain = drain_of([going, renewed, waiting], [PodDecision(NS, "web-2", DRAIN)], {refusal("web"): [f"{NS}/web-2"]})
+    [blocker] = drain_blockers(drain, [web], NOW)
+    assert "unfinished_evictions" not in blocker.evidence
+    assert blocker.reason == f"budget {NS}/web allows another eviction once enough of its Pods are healthy again"
