@@ -365,6 +365,8 @@ def progress_lines(outcomes: list[Outcome], elapsed: float, *, clock: dict | Non
     counts = {status: sum(1 for outcome in outcomes if outcome.status == status) for status in STATUSES}
     summary = ", ".join(f"{count} {status.replace('_', ' ')}" for status, count in counts.items() if count)
     lines = [f"{len(outcomes)} Machine{'s' if len(outcomes) != 1 else ''} after {elapsed:.0f} s: {summary or 'none'}"]
+    # The drain's progress message (docs/behaviour.md §3.4) begins so; the Pods left follow on its next lines.
+    not_completed = "Drain not completed yet"
     for outcome in sorted(outcomes, key=lambda o: o.key):
         head = f"{outcome.key}{f' (workload cluster {outcome.cluster})' if outcome.cluster else ''}: {outcome.status.replace('_', ' ')}"
         if outcome.step:
@@ -374,10 +376,12 @@ def progress_lines(outcomes: list[Outcome], elapsed: float, *, clock: dict | Non
             head += f" - {batches_text(drain['batches'])}"
         lines.append(head)
         detail = outcome.message if outcome.status in (IN_PROGRESS, FAILED, AWAITING_INSTANCE) else ""
-        if detail.startswith("Drain not completed yet"):
+        if detail.startswith(not_completed):
             lines.extend(f"    {line}" for line in detail.splitlines()[1:6] if line.strip())
-        elif outcome.carried_out_by == "controller" and detail:
-            # A live controller's own account, as it wrote it: the first line, then what it lists.
+        elif not_completed in detail.split("\n", 1)[0] or (outcome.carried_out_by == "controller" and detail):
+            # A drain's message after what ended its slice or its time ("Draining Node n. Drain not
+            # completed yet ..."), or a live controller's own account as it wrote it: the first line,
+            # then what it lists (the Pods left and what holds them).
             lines.extend(f"    {line}" for line in detail.splitlines()[:6] if line.strip())
         elif detail:
             lines.append(f"    {detail.splitlines()[0]}")

@@ -139,6 +139,25 @@ def test_progress_says_where_each_machine_stands() -> None:
     assert draining.as_dict()["key"] == "ns/b"
 
 
+def test_a_drain_message_after_its_slice_or_its_time_keeps_the_pods_left() -> None:
+    """A slice of the drain that ends reads "Draining Node n. Drain not completed yet ...", a spent
+    budget "Timed out after ... draining Node n. Drain not completed yet ...": what is left follows."""
+    pods_left = "* Pod ns/web-1: cannot evict pod as it would violate the pod's disruption budget."
+    drain = {"batches": [{"order": 0, "pods": ["ns/web-1"], "terminating": []}]}
+    timed_out = f"Timed out after 300 s draining Node n1. Drain not completed yet (started at 2026-01-01T00:00:00Z):\n{pods_left}"
+    sliced = slice_message(timed_out, final=False, timeout=300)
+    draining = Outcome(machine={"name": "b", "namespace": "ns"}, status=IN_PROGRESS, step=DRAIN, message=sliced, drain=drain)
+    failed = Outcome(machine={"name": "c", "namespace": "ns"}, status=FAILED, step=DRAIN, message=timed_out, drain=drain)
+    assert progress_lines([draining, failed], 20.4)[1:] == [
+        "ns/b: in progress at drain - order 0: 1 Pod",
+        "    Draining Node n1. Drain not completed yet (started at 2026-01-01T00:00:00Z):",
+        f"    {pods_left}",
+        "ns/c: failed at drain",
+        "    Timed out after 300 s draining Node n1. Drain not completed yet (started at 2026-01-01T00:00:00Z):",
+        f"    {pods_left}",
+    ]
+
+
 @pytest.mark.parametrize(
     ("message", "final", "expected"),
     [
