@@ -240,13 +240,15 @@ class FakeKube:
         return self.request("PATCH", path, query={"dryRun": "All" if dry_run else None}, body=body, content_type=content_type)
 
     def delete(self, path: str, body: dict | None = None, dry_run: bool = False) -> bool:
+        return self.delete_object(path, body, dry_run) is not None
+
+    def delete_object(self, path: str, body: dict | None = None, dry_run: bool = False) -> dict | None:
         try:
-            self.request("DELETE", path, query={"dryRun": "All" if dry_run else None}, body=body)
+            return self.request("DELETE", path, query={"dryRun": "All" if dry_run else None}, body=body)
         except ApiError as exc:
             if exc.status == 404:
-                return False
+                return None
             raise
-        return True
 
     def watch(
         self,

@@ -458,20 +458,22 @@ class KubeApi:
         return self.request("PUT", path, query={"dryRun": "All" if dry_run else None}, body=body)
 
     def delete(self, path: str, body: dict | None = None, dry_run: bool = False) -> bool:
-        """DELETE an object; ``False`` when it was already gone (404 is success).
+        """DELETE an object; ``False`` when it was already gone (404 is success)."""
+        return self.delete_object(path, body, dry_run) is not None
 
-        A 404 after an attempt whose answer was lost is our own deletion: True.
-        """
+    def delete_object(self, path: str, body: dict | None = None, dry_run: bool = False) -> dict | None:
+        """DELETE an object; the answer: the object while finalizers hold it (with its
+        deletionTimestamp), a Status once it is gone, None when it was already gone (404;
+        a 404 after an attempt whose answer was lost is our own deletion: ``{}``)."""
         if body is not None and dry_run:
             # The server reads DeleteOptions from the body when there is one, ignoring the query.
             body = {**body, "dryRun": ["All"]}
         try:
-            self.request("DELETE", path, query={"dryRun": "All" if dry_run else None}, body=body)
+            return self.request("DELETE", path, query={"dryRun": "All" if dry_run else None}, body=body) or {}
         except ApiError as exc:
             if exc.status == 404:
-                return exc.after_ambiguous
+                return {} if exc.after_ambiguous else None
             raise
-        return True
 
     def served_versions(self, group: str) -> list[str]:
         """Versions of an API group the server serves, preferred first; ``[]`` if none (cached)."""
@@ -488,9 +490,4 @@ def _cut(response: Any) -> None:
 
 
 def _header(headers: Any, name: str) -> str | None:
-    if not headers:
-        return None
-    try:
-        return headers.get(name)
-    except AttributeError:
-        return None
+    return headers.get(name) if headers and hasattr(headers, "get") else None

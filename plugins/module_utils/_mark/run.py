@@ -37,14 +37,27 @@ def mark(api: KubeApi, machine: dict, check_mode: bool, vet: Callable[[dict], No
         vet(machine)
     updated, patch = update_with_retry(api, machine, with_finalizer(flavour), dry_run=check_mode)
     body = {"apiVersion": "v1", "kind": "DeleteOptions", "preconditions": {"uid": machine["metadata"]["uid"]}}
-    deleted = api.delete(machine_path(machine), body=body, dry_run=check_mode)
-    if not deleted:
+    answer = api.delete_object(machine_path(machine), body=body, dry_run=check_mode)
+    if answer is None:
         return {**entry, "action": "absent", "finalizer_added": False, "held": False, "changed": patch is not None}, None, None
     after = {"deleting": True, "finalizers": list(updated["metadata"].get("finalizers") or []), "held": True}
-    current = refresh(api, machine)
+    # The answer is the Machine as marked (its finalizer holds it): nothing needs reading again.
+    # A dry run changed nothing: the Machine is as read.
+    current = machine if check_mode else marked_from(answer, machine) or refresh(api, machine)
     timestamp = ((current or {}).get("metadata") or {}).get("deletionTimestamp")
     result = {**entry, "action": "marked", "finalizer_added": patch is not None, "held": True, "changed": True, "deletion_timestamp": timestamp}
     return result, (before, after), current
+
+
+def marked_from(answer: dict, machine: dict) -> dict | None:
+    """The Machine as the deletion request's answer shows it, when that answer is the Machine itself,
+    marked and held by a finalizer; None for anything else (a Status, a lost answer)."""
+    meta = answer.get("metadata") or {}
+    if answer.get("kind") != machine.get("kind") or meta.get("uid") != machine["metadata"].get("uid"):
+        return None
+    if not meta.get("deletionTimestamp") or not meta.get("finalizers"):
+        return None
+    return {**answer, "apiVersion": machine["apiVersion"]}
 
 
 def mark_for_deletion(api: KubeApi, selection: MachineSelection, check_mode: bool, vet: Callable[[dict], None] | None = None) -> dict:
