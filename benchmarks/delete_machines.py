@@ -115,21 +115,28 @@ def delete(kubeconfig: str, namespace: str, run: str, concurrency: int) -> tuple
     return wall, proc.stdout
 
 
-def machine_requests(audit_log: Path, namespace: str, run: str, since: str) -> tuple[collections.Counter, int]:
+def machine_requests(audit_log: Path, namespace: str, run: str, since: str) -> tuple[collections.Counter, int, collections.Counter]:
     """The collection's requests on the Machines of ``run`` (by verb, a watch apart from a list)
-    since ``since`` (an audit timestamp), and how many Machines they touched."""
+    since ``since`` (an audit timestamp), how many Machines they touched, and its requests on the
+    namespace's Machines as a collection (lists and watches, shared by every Machine of the run)."""
     verbs: collections.Counter = collections.Counter()
+    shared: collections.Counter = collections.Counter()
     machines = set()
     for line in audit_log.read_text().splitlines() if audit_log.exists() else []:
         event = json.loads(line)
         ref = event.get("objectRef") or {}
         if ref.get("resource") != "machines" or ref.get("namespace") != namespace or event.get("requestReceivedTimestamp", "") < since:
             continue
-        if not (event.get("userAgent") or "").startswith("lifecycle.machine") or not str(ref.get("name") or "").startswith(run):
+        if not (event.get("userAgent") or "").startswith("lifecycle.machine") or event.get("stage") not in (None, "ResponseComplete"):
+            continue
+        if not ref.get("name"):
+            shared[event["verb"]] += 1
+            continue
+        if not str(ref["name"]).startswith(run):
             continue
         verbs[f"{event['verb']}{'/' + ref['subresource'] if ref.get('subresource') else ''}"] += 1
         machines.add(ref["name"])
-    return verbs, len(machines)
+    return verbs, len(machines), shared
 
 
 def rounds_of(stdout: str) -> int:
@@ -163,11 +170,13 @@ def benchmark(kubeconfig: str, count: int, concurrency: int) -> int:
                 raise SystemExit(f"{len(left)} Machines were not deleted")
             walls[machines] = wall
             log(f"deleted {machines} Machine(s) in {wall:.1f} s (ansible-playbook, start to end)")
-            verbs, touched = machine_requests(Path(kubeconfig).parent / "audit.log", namespace, run, since)
+            verbs, touched, shared = machine_requests(Path(kubeconfig).parent / "audit.log", namespace, run, since)
             if touched:
                 rounds = rounds_of(stdout)
                 per_machine = ", ".join(f"{verb} {n / touched:.1f}" for verb, n in sorted(verbs.items()))
                 log(f"  the collection's requests on each Machine (audit log), per Machine: {per_machine}; {rounds} round(s)")
+                together = ", ".join(f"{verb} {n}" for verb, n in sorted(shared.items())) or "none"
+                log(f"  and on the namespace's Machines as a collection, for all {touched} together: {together}")
         ratio = walls[count] / walls[1]
         log("")
         log(f"{'Machines':>9} {'wall time':>10}")

@@ -1,8 +1,8 @@
 """The layout of plugins/ stays as designed (read from the source with ast, nothing is imported):
 
 (a) in a package of ``plugins/module_utils/`` (``_<feature>/``, ``_machine/``, ...)
-    only ``api.py``, ``waits.py`` (waits and follows, apart from the thin api file)
-    and ``run.py`` talk to the API: every other file is pure,
+    only ``api.py``, ``waits.py`` (waits and follows, apart from the thin api file),
+    ``feed.py`` (watch-fed views shared by a task's Machines) and ``run.py`` talk to the API: every other file is pure,
     dicts in and decisions out, importing nothing of ``_k8s``, ``_module``,
     ``kubernetes`` or ``ansible.module_utils.basic``, nor another package's
     api/run - neither directly nor through another file it imports. The same
@@ -46,7 +46,7 @@ COLLECTION = "ansible_collections.lifecycle.machine"
 UTILS = f"{COLLECTION}.plugins.module_utils"
 
 TRANSPORT = "_k8s"
-API_FILES = ("api.py", "waits.py", "run.py")
+API_FILES = ("api.py", "waits.py", "feed.py", "run.py")
 TOP_LEVEL_FILES = ("_module.py", "_errors.py", "_timeutil.py")
 PURE_TOP_LEVEL_FILES = ("_errors.py", "_timeutil.py")
 # Controller-side code: it never talks to a cluster.
@@ -180,7 +180,7 @@ def impure_imports(path: Path, source: str | None = None) -> list[str]:
     errors = []
     for line, target, text in first_per_file(imports(path, source), lambda t: any(under(t, prefix) for prefix in IMPURE)):
         errors.append(
-            f"[rule a] {where(path, line)}: `{text}` - {what}: only api.py, waits.py and run.py may import _k8s, _module, kubernetes"
+            f"[rule a] {where(path, line)}: `{text}` - {what}: only api.py, waits.py, feed.py and run.py may import _k8s, _module, kubernetes"
             f" or {BASIC} (here {target}). {move}"
         )
     for line, target, text in first_per_file(imports(path, source), talks_to_the_api):

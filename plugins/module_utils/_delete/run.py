@@ -55,6 +55,7 @@ from ansible_collections.lifecycle.machine.plugins.module_utils._machine.control
     timeout_message,
     who_deletes,
 )
+from ansible_collections.lifecycle.machine.plugins.module_utils._machine.feed import MachineFeeds
 from ansible_collections.lifecycle.machine.plugins.module_utils._machine.flavour import flavour_for
 from ansible_collections.lifecycle.machine.plugins.module_utils._machine.scope import MachineScope
 from ansible_collections.lifecycle.machine.plugins.module_utils._machine.waits import actor_of, follow_controller
@@ -69,8 +70,11 @@ class MachineDeletion:
     """One Machine's share of the task: mark it, drain, terminate, within its
     time budgets and the task's progress interval."""
 
-    def __init__(self, api: KubeApi, request: DeleteRequest, machine: dict, *, clock: dict, slice_end: float | None):
+    def __init__(self, api: KubeApi, request: DeleteRequest, machine: dict, *, clock: dict, slice_end: float | None, feeds: MachineFeeds | None = None):
         self.api = api
+        # The task's watch-fed Machines: after this call's one read of the Machine, it is read from there.
+        self.feeds = feeds
+        self.last: dict | None = None
         self.request = request
         self.machine = machine
         self.clock = clock
@@ -111,6 +115,8 @@ class MachineDeletion:
                     self.follow(scope)
                 elif self.drain(scope) and not self.request.check_mode and not self.controller_took_over(scope):
                     self.terminate(scope)
+                # The Machine as this turn left it: a next turn reads it from the task's feed.
+                self.last = scope.machine if scope is not None and not scope.gone else None
                 if not self.go_again():
                     break
         except Cancelled as exc:
@@ -180,22 +186,30 @@ class MachineDeletion:
         flavour's finalizer) unless it is already, and who carries the deletion out decided
         once; None when this call ends here (gone, or still undecided: the outcome says why)."""
         request, outcome = self.request, self.outcome
-        machine = get_machine(self.api, self.machine["namespace"], self.machine["name"], self.machine.get("api_version"))
+        machine = self.read()
         if machine is not None:
             machine = self.mark(machine)
         if machine is None:
             outcome.status, outcome.step, outcome.message = DONE, "release", "the Machine is gone"
             return None
+        reread = self.feeds.feed(machine).read if self.feeds is not None else None
         if request.check_mode:
-            return MachineScope(machine, self.decided(predicted_actor(machine, request.machine_controller)), marked_at=self.marked_at)
+            return MachineScope(machine, self.decided(predicted_actor(machine, request.machine_controller)), marked_at=self.marked_at, reread=reread)
         current, actor = actor_of(self.api, machine, request.machine_controller, request.controller_grace, marked_at=self.marked_at, deadline=self.slice_end)
         if actor.who not in (CONTROLLER, COLLECTION):
             outcome.status, outcome.step, outcome.message = IN_PROGRESS, DRAIN, actor.reason[:1].upper() + actor.reason[1:]
             return None
-        scope = MachineScope(machine, self.decided(actor), marked_at=self.marked_at)
+        scope = MachineScope(machine, self.decided(actor), marked_at=self.marked_at, reread=reread)
         scope.seen(current)
         scope.gone = current is None  # it went while its controller was looked for: followed, it is done
         return scope
+
+    def read(self) -> dict | None:
+        """The Machine now: read (GET) the first time in this call, then from the task's feed
+        (a turn after a wait), on the Machine as the last turn left it."""
+        if self.last is not None and self.feeds is not None:
+            return self.feeds.feed(self.last).read(self.last)
+        return get_machine(self.api, self.machine["namespace"], self.machine["name"], self.machine.get("api_version"))
 
     def mark(self, machine: dict) -> dict | None:
         """Mark the Machine (as read this round) for deletion unless it is already; the Machine
@@ -366,12 +380,16 @@ def delete_machines(api: KubeApi, request: DeleteRequest) -> dict:
     started = api.monotonic()
     slice_end = started + request.progress_interval if request.progress_interval and not request.check_mode else None
     clock = {key: dict(phases) for key, phases in request.clock.items()}
-    deletions = [MachineDeletion(api.fork(), request, machine, clock=clock, slice_end=slice_end) for machine in request.machines]
-    if deletions:
-        with ThreadPoolExecutor(max_workers=max(1, min(request.concurrency, len(deletions)))) as pool:
-            outcomes = list(pool.map(lambda deletion: deletion.run(), deletions))
-    else:
-        outcomes = []
+    feeds = MachineFeeds(api, request.machines)
+    deletions = [MachineDeletion(api.fork(), request, machine, clock=clock, slice_end=slice_end, feeds=feeds) for machine in request.machines]
+    try:
+        if deletions:
+            with ThreadPoolExecutor(max_workers=max(1, min(request.concurrency, len(deletions)))) as pool:
+                outcomes = list(pool.map(lambda deletion: deletion.run(), deletions))
+        else:
+            outcomes = []
+    finally:
+        feeds.stop()
     elapsed = api.monotonic() - started
     now = time.time()
     for outcome in outcomes:

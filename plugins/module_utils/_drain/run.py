@@ -113,9 +113,12 @@ class DrainGate:
         fail: Fail = MachineError,
         slice_end: float | None = None,
         node_side: Callable[[], KubeApi] | None = None,
+        reread: Callable[[dict], dict | None] | None = None,
     ):
         self.api = api
         self.recorder = recorder
+        # How the Machine is read again before a pass (machine_delete: its watch-fed feed); a GET by default.
+        self.reread = reread or (lambda machine: refresh(api, machine))
         self.wait = wait
         self.wait_timeout = wait_timeout
         self.deadline = deadline
@@ -134,7 +137,7 @@ class DrainGate:
 
     def refresh(self) -> None:
         """Read the Machine again: hooks, annotations and the timeout may have changed since the last pass."""
-        current = refresh(self.api, self.machine)
+        current = self.reread(self.machine)
         if current is None:
             raise self.fail(f"Machine {machine_label(self.machine)} was deleted while its Node was being drained")
         self.recorder.machine = current
@@ -467,6 +470,7 @@ class DrainRun:
             fail=self.fail,
             slice_end=self.slice_end,
             node_side=self.node_api,
+            reread=self.scope.reread if self.scope is not None else None,
         )
 
     def followed(self) -> dict | None:

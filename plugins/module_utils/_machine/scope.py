@@ -12,6 +12,7 @@ controller keeps one scope per reconcile for the same reason.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from ansible_collections.lifecycle.machine.plugins.module_utils._machine.controller import Actor
@@ -32,6 +33,8 @@ class MachineScope:
     ends: dict[str, float] = field(default_factory=dict)
     # It went while the round looked at it (its live controller finished the deletion).
     gone: bool = False
+    # How the round reads the Machine again (the task's watch-fed feed: no request); None: a GET.
+    reread: Callable[[dict], dict | None] | None = None
     flavour: Flavour = field(init=False)
 
     def __post_init__(self) -> None:

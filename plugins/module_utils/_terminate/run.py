@@ -12,6 +12,7 @@ Waits use the transport's clock (``api.monotonic()``, ``api.sleep()``).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 
 from ansible_collections.lifecycle.machine.plugins.module_utils._drain.rules import normalize_rules
@@ -66,9 +67,13 @@ MAX_REPEATED_WRITES = 5
 class Termination:
     """One run of machine_terminate for one Machine: observe, decide, act, until done or waiting."""
 
-    def __init__(self, api: KubeApi, machine: dict, request: TerminateRequest, *, started: float | None = None):
-        """``api`` is the task's (:func:`terminate_machine` gives it the task's deadline while it waits)."""
+    def __init__(
+        self, api: KubeApi, machine: dict, request: TerminateRequest, *, started: float | None = None, reread: Callable[[dict], dict | None] | None = None
+    ):
+        """``api`` is the task's (:func:`terminate_machine` gives it the task's deadline while it waits);
+        ``reread`` reads the Machine again after a wait (machine_delete: its watch-fed feed; a GET by default)."""
         self.api = api
+        self.reread = reread or (lambda current: refresh(api, current))
         self.request = request
         self.machine = machine
         self.flavour = flavour_for(machine)
@@ -245,7 +250,8 @@ class Termination:
         if self.request.check_mode:
             facts.machine = released or facts.machine
             return facts
-        return self.observe(refresh(self.api, released) if released is not None else None)
+        # The patch's answer is the Machine's last state: being deleted with no finalizer left, it is gone.
+        return self.observe(None if released is None or released_for_good(released) else released)
 
     def count_write(self, decision: Decision) -> None:
         """Stop a run that keeps repeating one write (say, something recreates the object it deletes)."""
@@ -269,7 +275,7 @@ class Termination:
         if not done:
             return self.stop_waiting(decision)
         if decision.action not in (WAIT_PRE_TERMINATE, WAIT_GONE):
-            machine = refresh(self.api, machine)
+            machine = self.reread(machine)
         return self.observe(machine)
 
     def wait_for(self, decision: Decision, machine: dict) -> tuple[bool, dict | None]:
@@ -301,6 +307,13 @@ class Termination:
             machine = self.report.machine or self.report.first_seen
             raise MachineError(timeout_message(decision, machine, self.flavour, self.wait_timeout), **self.result(), timed_out=True)
         return self.result()
+
+
+def released_for_good(machine: dict) -> bool:
+    """The answer to the finalizer's removal shows a Machine the API server removes at once:
+    marked for deletion and held by no finalizer (nothing needs reading to know it is gone)."""
+    meta = machine.get("metadata") or {}
+    return bool(meta.get("deletionTimestamp")) and not meta.get("finalizers")
 
 
 def _gone(machine: dict | None) -> bool:
@@ -351,4 +364,4 @@ def terminate_on(api: KubeApi, request: TerminateRequest, *, scope: MachineScope
     """The termination of ``scope``'s Machine on ``api``, the task's fork, whose deadline is the
     task's (``machine_delete``: the end of the terminate phase's share). The caller read the
     Machine this round and decided the collection carries out its deletion: neither is asked again."""
-    return Termination(api, scope.machine, request).run()
+    return Termination(api, scope.machine, request, reread=scope.reread).run()
