@@ -26,8 +26,11 @@ manager. So:
 - a Machine whose status no other manager ever wrote has no controller: the
   collection acts at once;
 - otherwise (a controller served it once, nothing yet since the deletion) the
-  collection waits up to ``controller_grace`` seconds from the deletion for the
-  controller to answer, and acts only when none did.
+  controller's leader-election Lease decides at once when it can
+  (``liveness.py``: held, the controller is live and followed; vacant for good,
+  the collection acts); when it cannot (absent, unreadable, vacant only
+  recently), the collection waits up to ``controller_grace`` seconds from the
+  deletion for the controller to answer, and acts only when none did.
 """
 
 from __future__ import annotations
@@ -63,6 +66,8 @@ class Actor:
     reason: str
     manager: str = ""  # the controller's field manager, when one was seen
     wait_until: float | None = None  # UNDECIDED: epoch seconds until which to look for the controller
+    # Decided by the grace alone: a controller wrote the status once, none since the deletion (its Lease may say more).
+    grace: bool = False
 
     @property
     def controller(self) -> bool:
@@ -132,9 +137,10 @@ def who_deletes(machine: dict, setting: str, grace: float, now: float, *, marked
     manager = ever[0][0]
     start = marked_at if marked_at is not None else deleted.timestamp()
     if now < start + grace:
-        return Actor(UNDECIDED, f"waiting up to {grace:g} s for its controller ({manager}) to answer the deletion", manager=manager, wait_until=start + grace)
+        reason = f"waiting up to {grace:g} s for its controller ({manager}) to answer the deletion"
+        return Actor(UNDECIDED, reason, manager=manager, wait_until=start + grace, grace=True)
     reason = f"its controller ({manager}) did not answer within {grace:g} s of the deletion: the collection carries out the deletion"
-    return Actor(COLLECTION, reason, manager=manager)
+    return Actor(COLLECTION, reason, manager=manager, grace=True)
 
 
 def _condition(conditions: list[dict], kind: str) -> dict:

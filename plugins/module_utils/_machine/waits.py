@@ -1,19 +1,23 @@
 # Copyright: lifecycle.machine contributors
 # Apache License 2.0 (see LICENSE)
-"""Waits on a Machine's live controller: who carries out a deletion (looking for
-the controller's answer within its grace), and following the controller's
-deletion phase by phase, writing nothing. The decisions are
-``_machine/controller.py``'s (pure); the watch is ``_machine/api.py``'s
+"""Waits on a Machine's live controller: who carries out a deletion (reading the
+controller's leader-election Lease, else looking for its answer within its
+grace), and following the controller's deletion phase by phase, writing
+nothing. The decisions are ``_machine/controller.py``'s and
+``_machine/liveness.py``'s (pure); the watch is ``_machine/api.py``'s
 ``wait_for_machine``. Waits live here, apart from the thin api file, as
 amazon.aws keeps its waiters apart from its api calls.
 """
 
 from __future__ import annotations
 
+import threading
 import time
 
 from ansible_collections.lifecycle.machine.plugins.module_utils._errors import MachineError
 from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.client import KubeApi
+from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.errors import ApiError
+from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.paths import resource_path
 from ansible_collections.lifecycle.machine.plugins.module_utils._machine.api import wait_for_machine
 from ansible_collections.lifecycle.machine.plugins.module_utils._machine.controller import (
     ABSENT,
@@ -28,6 +32,60 @@ from ansible_collections.lifecycle.machine.plugins.module_utils._machine.control
     who_deletes,
 )
 from ansible_collections.lifecycle.machine.plugins.module_utils._machine.flavour import Flavour, flavour_for, is_deleting, machine_label
+from ansible_collections.lifecycle.machine.plugins.module_utils._machine.liveness import (
+    FAILED,
+    FORBIDDEN,
+    FOUND,
+    MISSING,
+    NO_LEASE,
+    LeaseReading,
+    LeaseRef,
+    default_lease,
+    lease_actor,
+    with_lease_note,
+)
+
+# Seconds one read of a controller's Lease serves: the Machines of a task decided together share it.
+LEASE_REUSE = 10.0
+_leases: dict[tuple[str, LeaseRef], tuple[float, LeaseReading]] = {}
+_leases_lock = threading.Lock()
+_lease_locks: dict[tuple[str, LeaseRef], threading.Lock] = {}
+
+
+def read_lease(api: KubeApi, ref: LeaseRef | None) -> LeaseReading:
+    """One read of the Lease ``ref`` (coordination.k8s.io/v1) where ``api`` reaches; never
+    raises for the API's answer (absent, 403, another failure are readings); Cancelled does."""
+    if ref is None:
+        return LeaseReading(None, NO_LEASE)
+    try:
+        lease = api.get(resource_path("coordination.k8s.io/v1", "leases", ref.namespace, ref.name))
+    except ApiError as exc:
+        return LeaseReading(ref, FORBIDDEN if exc.status == 403 else FAILED, detail=str(exc).splitlines()[0] if str(exc) else f"HTTP {exc.status}")
+    return LeaseReading(ref, MISSING if lease is None else FOUND, lease=lease)
+
+
+def controller_lease(api: KubeApi, machine: dict) -> LeaseReading:
+    """The Lease of ``machine``'s controller, read once for all the Machines a task decides
+    within :data:`LEASE_REUSE` seconds (one read per controller, not per Machine)."""
+    ref = default_lease(machine)
+    if ref is None:
+        return LeaseReading(None, NO_LEASE)
+    key = (str(getattr(api, "server", "") or ""), ref)
+    with _leases_lock:
+        lock = _lease_locks.setdefault(key, threading.Lock())
+    with lock:
+        cached = _leases.get(key)
+        if cached is not None and api.monotonic() - cached[0] < LEASE_REUSE:
+            return cached[1]
+        reading = read_lease(api, ref)
+        _leases[key] = (api.monotonic(), reading)
+        return reading
+
+
+def forget_leases() -> None:
+    """Drop every Lease read so far (the next decision reads again)."""
+    with _leases_lock:
+        _leases.clear()
 
 
 def actor_of(
@@ -35,10 +93,18 @@ def actor_of(
 ) -> tuple[dict | None, Actor]:
     """Who carries out the deletion of ``machine`` (read after it was marked):
     with ``machine_controller: auto`` and a controller that served the Machine
-    before, waits (watching) up to ``grace`` seconds from the deletion, and no
+    before, its leader-election Lease decides at once when it can
+    (``liveness.py``: held, the controller, even once the grace is over;
+    vacant for good, the collection); else waits (watching) up to ``grace`` seconds from the deletion, and no
     longer than ``deadline`` (an ``api.monotonic()`` value), for it to answer.
     Returns the Machine as last seen (None when it went meanwhile) and the Actor."""
     actor = who_deletes(machine, setting, grace, time.time(), marked_at=marked_at)
+    note = ""
+    if actor.grace:
+        decided, note = lease_actor(actor, machine, controller_lease(api, machine), time.time(), marked_at=marked_at)
+        if decided is not None:
+            return machine, decided
+        actor = with_lease_note(actor, note)
     if actor.who != UNDECIDED:
         return machine, actor
     wait = max(0.0, (actor.wait_until or 0.0) - time.time())
@@ -55,7 +121,7 @@ def actor_of(
     now = time.time()
     if deadline is None or api.monotonic() < deadline:
         now = max(now, actor.wait_until or 0.0)  # the grace is over, not the caller's time
-    return current, who_deletes(current, setting, grace, now, marked_at=marked_at)
+    return current, with_lease_note(who_deletes(current, setting, grace, now, marked_at=marked_at), note)
 
 
 def follow_controller(api: KubeApi, machine: dict, flavour: Flavour, phase: str, deadline: float) -> tuple[dict | None, dict, bool]:

@@ -1,0 +1,154 @@
+"""_machine/waits.py's reading of a controller's Lease: one read serves the Machines a task
+decides together, and machine_controller: auto follows at once, acts at once or gives the grace
+as the Lease says (the rule itself: test_liveness.py)."""
+
+from __future__ import annotations
+
+import datetime as _dt
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from fake_kube import FakeKube
+
+from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.errors import Cancelled
+from ansible_collections.lifecycle.machine.plugins.module_utils._machine import waits
+from ansible_collections.lifecycle.machine.plugins.module_utils._machine.controller import COLLECTION, CONTROLLER
+from ansible_collections.lifecycle.machine.plugins.module_utils._machine.liveness import FAILED, FORBIDDEN, FOUND, MISSING, NO_LEASE
+
+LEASE = "/apis/coordination.k8s.io/v1/namespaces/capi-system/leases/controller-leader-election-capi"
+
+
+@pytest.fixture(autouse=True)
+def fresh_leases() -> Iterator[None]:
+    waits.forget_leases()
+    yield
+    waits.forget_leases()
+
+
+def stamp(when: _dt.datetime, micro: bool = False) -> str:
+    return when.strftime("%Y-%m-%dT%H:%M:%S.%fZ" if micro else "%Y-%m-%dT%H:%M:%SZ")
+
+
+def now() -> _dt.datetime:
+    return _dt.datetime.now(_dt.UTC)
+
+
+def put_machine(fake: FakeKube, name: str, *, written_ago: float = 3600.0) -> dict:
+    """A Cluster API Machine being deleted now, whose status a controller wrote ``written_ago`` seconds ago."""
+    written = {
+        "manager": "capi-manager",
+        "operation": "Update",
+        "time": stamp(now() - _dt.timedelta(seconds=written_ago)),
+        "subresource": "status",
+        "fieldsType": "FieldsV1",
+        "fieldsV1": {},
+    }
+    meta = {"name": name, "namespace": "ns", "deletionTimestamp": stamp(now()), "finalizers": ["machine.cluster.x-k8s.io"], "managedFields": [written]}
+    body = {"apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Machine", "metadata": meta, "spec": {}, "status": {}}
+    return fake.put(f"/apis/cluster.x-k8s.io/v1beta2/namespaces/ns/machines/{name}", body)
+
+
+def put_lease(fake: FakeKube, *, holder: str = "capi-0_abc", renewed_ago: float = 1.0, duration: int = 15) -> None:
+    spec = {"holderIdentity": holder, "leaseDurationSeconds": duration, "renewTime": stamp(now() - _dt.timedelta(seconds=renewed_ago), micro=True)}
+    fake.put(LEASE, {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "metadata": {"name": "controller-leader-election-capi"}, "spec": spec})
+
+
+def watched(fake: FakeKube) -> bool:
+    return any(path.endswith("?watch") for _method, path in fake.requests)
+
+
+def lease_reads(fake: FakeKube) -> int:
+    return sum(1 for request in fake.requests if request == ("GET", LEASE))
+
+
+def test_a_held_lease_follows_the_controller_without_waiting() -> None:
+    fake = FakeKube()
+    put_lease(fake)
+    machine = put_machine(fake, "m1")
+    current, actor = waits.actor_of(fake.fork(), machine, "auto", 10, marked_at=None)
+    assert current == machine
+    assert (actor.who, actor.manager) == (CONTROLLER, "capi-manager"), actor
+    assert "Lease capi-system/controller-leader-election-capi is held by capi-0_abc" in actor.reason
+    assert not watched(fake), "no grace was waited for"
+
+
+def test_one_read_of_the_lease_serves_every_machine_decided_together() -> None:
+    fake = FakeKube()
+    put_lease(fake)
+    for name in ("m1", "m2", "m3"):
+        _current, actor = waits.actor_of(fake.fork(), put_machine(fake, name), "auto", 10)
+        assert actor.who == CONTROLLER
+    assert lease_reads(fake) == 1, fake.requests
+    fake.clock += waits.LEASE_REUSE
+    waits.actor_of(fake.fork(), put_machine(fake, "m4"), "auto", 10)
+    assert lease_reads(fake) == 2, "a later decision reads it again"
+
+
+def test_a_lease_vacant_for_good_lets_the_collection_act_at_once() -> None:
+    fake = FakeKube()
+    put_lease(fake, renewed_ago=600)
+    machine = put_machine(fake, "m1", written_ago=900)
+    _current, actor = waits.actor_of(fake.fork(), machine, "auto", 10)
+    assert (actor.who, actor.manager) == (COLLECTION, "capi-manager"), actor
+    assert "is vacant" in actor.reason and "no controller with leader election can act" in actor.reason
+    assert not watched(fake)
+
+
+def test_a_forbidden_lease_gives_the_grace_and_says_why() -> None:
+    fake = FakeKube()
+    fake.fail("GET", LEASE, FakeKube.error(403, 'leases.coordination.k8s.io "controller-leader-election-capi" is forbidden'))
+    machine = put_machine(fake, "m1")
+    _current, actor = waits.actor_of(fake.fork(), machine, "auto", 10, marked_at=now().timestamp())
+    assert actor.who == COLLECTION, actor
+    assert "did not answer within 10 s of the deletion" in actor.reason
+    assert "may not be read (403 Forbidden: grant get on leases in capi-system)" in actor.reason
+    assert watched(fake), "the grace was waited for, watching the Machine"
+
+
+def test_a_missing_lease_gives_the_grace() -> None:
+    fake = FakeKube()
+    machine = put_machine(fake, "m1")
+    _current, actor = waits.actor_of(fake.fork(), machine, "auto", 10, marked_at=now().timestamp())
+    assert actor.who == COLLECTION and "does not exist (leader election may be off)" in actor.reason, actor
+    assert watched(fake)
+
+
+def test_a_held_lease_after_the_grace_still_follows() -> None:
+    fake = FakeKube()
+    put_lease(fake)
+    machine = put_machine(fake, "m1")
+    _current, actor = waits.actor_of(fake.fork(), machine, "auto", 10, marked_at=now().timestamp() - 60)
+    assert actor.who == CONTROLLER, actor
+
+
+def test_told_or_answered_no_lease_is_read() -> None:
+    fake = FakeKube()
+    put_lease(fake)
+    machine = put_machine(fake, "m1")
+    for setting in ("live", "absent"):
+        waits.actor_of(fake.fork(), machine, setting, 10)
+    answered = put_machine(fake, "m2", written_ago=-1)
+    _current, actor = waits.actor_of(fake.fork(), answered, "auto", 10)
+    assert actor.who == CONTROLLER and "wrote its status" in actor.reason
+    assert lease_reads(fake) == 0
+
+
+def test_read_lease_turns_every_answer_into_a_reading() -> None:
+    fake = FakeKube()
+    ref = waits.default_lease(put_machine(fake, "m1"))
+    assert waits.read_lease(fake, ref).outcome == MISSING
+    put_lease(fake)
+    assert waits.read_lease(fake, ref).outcome == FOUND
+    fake.fail("GET", LEASE, FakeKube.error(403), FakeKube.error(503, "etcd timed out"))
+    assert waits.read_lease(fake, ref).outcome == FORBIDDEN
+    failed = waits.read_lease(fake, ref)
+    assert failed.outcome == FAILED and failed.detail
+    assert waits.read_lease(fake, None).outcome == NO_LEASE
+    fake.cancel()
+    with pytest.raises(Cancelled):
+        waits.read_lease(fake, ref)
