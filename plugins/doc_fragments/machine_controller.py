@@ -22,9 +22,18 @@ options:
       - V(auto) - the collection looks for the controller's hand. The API server records who last wrote a Machine's
         status, and when (C(metadata.managedFields)); the collection's own writes carry its own name. A status write
         by any other writer at or after the deletion request means a live controller (followed). A Machine whose
-        status nothing else ever wrote has no controller (the collection acts at once). Otherwise the task waits up
+        status nothing else ever wrote has no controller (the collection acts at once). Otherwise (a controller wrote
+        its status once, none answered since the deletion) the controller's leader-election Lease in the management
+        cluster decides at once when it can - Cluster API's C(capi-system/controller-leader-election-capi); on
+        OpenShift C(openshift-machine-api/cluster-api-provider-<platform>-leader) for the aws, azure, gcp and vsphere
+        machine controllers. Held and renewed within its duration, the controller is live and followed (also once
+        the grace is over). Vacant for longer than a standby could take it over, with no status write since it went
+        vacant, no controller with leader election can act and the collection acts at once. In every other case
+        (no such Lease, as with leader election off; no right to read it; vacant only recently) the task waits up
         to O(controller_grace) seconds from the deletion for the controller to answer, and acts only when none did;
         a controller that answers later still takes over before the termination.
+      - Reading the Lease needs C(get) on C(leases) (C(coordination.k8s.io)) in that namespace; without it the grace
+        decides, as it always did.
       - See C(docs/behaviour.md) for what is followed and what each result says.
     type: str
     choices: [auto, live, absent]
@@ -33,7 +42,8 @@ options:
     description:
       - With O(machine_controller=auto), how long (seconds) a Machine whose status a controller once wrote is given,
         from its deletion request, to show that its controller is live before the collection carries out the deletion
-        itself. A live controller answers a deletion within a second or two.
+        itself, when the controller's Lease does not already say (see O(machine_controller)). A live controller answers
+        a deletion within a second or two.
       - 0 to 31536000 (a year).
     type: raw
     default: 10
