@@ -143,11 +143,13 @@ def kubeconfig_env(kubeconfig, monkeypatch):
     monkeypatch.setenv("K8S_AUTH_KUBECONFIG", kubeconfig)
 
 
-# Quarantined from make test and CI, not removed: the resumed run sometimes drains nothing more for
-# 100 s and more, with one Pod left (about 1 run in 3 of the three flavours on a busy machine). It does
-# so on the code before these changes too (8a0ce57: 1 failure in 2 runs), and its cause is not found
-# yet. Run it with LIFECYCLE_MACHINE_FLAKY_TESTS=1; the issue tracker has the evidence.
-@pytest.mark.skipif(not os.environ.get("LIFECYCLE_MACHINE_FLAKY_TESTS"), reason="known flaky before these changes; LIFECYCLE_MACHINE_FLAKY_TESTS=1 runs it")
+def _spare_node(kube: KubeApi, victim: Victim) -> str:
+    """The victim's spare Node: the other Node of its pool."""
+    pool = kube.get(f"/api/v1/nodes/{victim.node}")["metadata"]["labels"]["lm-pool"]
+    [spare] = [node["metadata"]["name"] for node in kube.list("/api/v1/nodes", label_selector=f"lm-pool={pool}") if node["metadata"]["name"] != victim.node]
+    return spare
+
+
 def test_killed_runs_resume_without_evicting_twice(*, flavour, kube, victim, run_playbook, audit_events, tmp_path, kubeconfig_env) -> None:
     v = victim(hooks={"preTerminate": [("flush-logs", "log-ctl")]})
 
@@ -156,13 +158,22 @@ def test_killed_runs_resume_without_evicting_twice(*, flavour, kube, victim, run
         events = audit_events(namespace=v.namespace, subresource="eviction")
         return Counter(e["objectRef"]["name"] for e in events if (e.get("responseStatus") or {}).get("code") in (200, 201))
 
-    # Killed during the drain: the first Pod is terminating (the budget holds the second).
+    # Killed during the drain: the first Pod is terminating and the budget holds the second. The spare
+    # Node stays cordoned until the kill, so the first Pod's replacement cannot become healthy and the
+    # budget allows nothing more: the kill never cuts an eviction the budget grants. (One cut between the
+    # budget's grant and the Pod's deletion leaves the budget counting that Pod as evicted, refusing every
+    # eviction for the disruption controller's two minutes; the drain's blockers say so.)
+    spare = _spare_node(kube, v)
+    kube.patch(f"/api/v1/nodes/{spare}", {"spec": {"unschedulable": True}})
     first = _start(v, tmp_path / "first")
     try:
         wait_for(lambda: len(evicted()) >= 1, 120, what="the drain to evict a Pod")
     finally:
         _kill(first, tmp_path / "first")
     assert kube.get(v.path)["metadata"]["deletionTimestamp"]
+    on_node = [p for p in v.web_pods() if p["spec"].get("nodeName") == v.node and not p["metadata"].get("deletionTimestamp")]
+    assert len(on_node) == 1, "the budget did not hold the second Pod"
+    kube.patch(f"/api/v1/nodes/{spare}", {"spec": {"unschedulable": None}})
 
     # Killed again while it waits at the preTerminate gate.
     second = _start(v, tmp_path / "second")
