@@ -95,8 +95,9 @@ def actor_of(
     with ``machine_controller: auto`` and a controller that served the Machine
     before, its leader-election Lease decides at once when it can
     (``liveness.py``: held, the controller, even once the grace is over;
-    vacant for good, the collection); else waits (watching) up to ``grace`` seconds from the deletion, and no
-    longer than ``deadline`` (an ``api.monotonic()`` value), for it to answer.
+    vacant for good, the collection); else waits (watching) up to ``grace``
+    seconds from the deletion, and no longer than ``deadline`` (an
+    ``api.monotonic()`` value), for it to answer.
     Returns the Machine as last seen (None when it went meanwhile) and the Actor."""
     actor = who_deletes(machine, setting, grace, time.time(), marked_at=marked_at)
     note = ""
