@@ -66,13 +66,17 @@ class Stage:
 
     ``hooks`` are the blocking hooks of the stage's gate (objects with
     ``name``, ``owner`` and, for Cluster API, ``key``); ``kind`` is the
-    infrastructure or bootstrap kind waited for.
+    infrastructure or bootstrap kind waited for; ``infra_machine`` is the
+    InfraMachine as the writer read it while it exists (Cluster API mirrors it into
+    ``InfrastructureReady``: :func:`capi_infrastructure_ready`,
+    :func:`capi_v1beta2_infrastructure_ready`), None when it did not read it.
     """
 
     name: str
     message: str = ""
     hooks: list[Any] = field(default_factory=list)
     kind: str = ""
+    infra_machine: dict | None = None
 
 
 def _condition(condition_type: str, status: str, reason: str = "", message: str = "", severity: str = "") -> dict:
@@ -222,10 +226,63 @@ def capi_ready_summary(conditions: list[dict]) -> dict | None:
     return _condition("Ready", "False", first.get("reason") or "", first.get("message") or "", first.get("severity") or "")
 
 
+# The reasons of v1beta1 InfrastructureReady when the InfraMachine has no Ready condition and has
+# not reported provisioned: before the Machine is deleted, and while it is.
+_INFRASTRUCTURE_WAITING = "WaitingForInfrastructure"
+_INFRASTRUCTURE_DELETING = "Deleting"
+
+
+def _infra_v1beta1_ready(infra: dict) -> dict | None:
+    """The InfraMachine's ``Ready`` condition as Cluster API's v1beta1 getter reads it:
+    ``status.deprecated.v1beta1.conditions`` when that list exists, else ``status.conditions``."""
+    status = infra.get("status") or {}
+    deprecated = ((status.get("deprecated") or {}).get("v1beta1") or {}).get("conditions")
+    listed = deprecated if deprecated is not None else status.get("conditions")
+    return next((c for c in listed or [] if isinstance(c, dict) and c.get("type") == "Ready"), None)
+
+
+def capi_infrastructure_ready(infra: dict | None) -> dict | None:
+    """The v1beta1 ``InfrastructureReady`` Cluster API v1.14.2 writes on every look at a
+    Machine being deleted while its InfraMachine exists (reconcileInfrastructure,
+    SetMirror): the InfraMachine's own ``Ready`` condition under that type; without one,
+    True when the InfraMachine reports provisioned (``status.initialization.provisioned``,
+    or ``status.ready`` of the v1beta1 contract), else False ``Deleting`` (Info, no
+    message). None without an InfraMachine (the stages then say ``Deleted``)."""
+    if infra is None:
+        return None
+    ready = _infra_v1beta1_ready(infra)
+    if ready is not None:
+        return _condition(
+            "InfrastructureReady", str(ready.get("status") or ""), ready.get("reason") or "", ready.get("message") or "", ready.get("severity") or ""
+        )
+    status = infra.get("status") or {}
+    provisioned = (status.get("initialization") or {}).get("provisioned") is True or status.get("ready") is True
+    if provisioned:
+        return _condition("InfrastructureReady", "True")
+    return _condition("InfrastructureReady", "False", _INFRASTRUCTURE_DELETING, severity=SEVERITY_INFO)
+
+
+def _infrastructure_ready_while_deleting(current: list[dict], stage: Stage) -> dict | None:
+    """What InfrastructureReady becomes with this stage's write: the InfraMachine's mirror
+    when the writer read it; else, where Cluster API's own record shows the InfraMachine
+    without a Ready condition and not provisioned (its not-deleting fallback,
+    ``WaitingForInfrastructure``), the deleting fallback ``Deleting`` the controller writes
+    from its first look at the deletion on."""
+    if stage.infra_machine is not None:
+        return capi_infrastructure_ready(stage.infra_machine)
+    recorded = next((c for c in current if c.get("type") == "InfrastructureReady"), None)
+    if recorded and recorded.get("status") == "False" and recorded.get("reason") == _INFRASTRUCTURE_WAITING:
+        return _condition("InfrastructureReady", "False", _INFRASTRUCTURE_DELETING, severity=SEVERITY_INFO)
+    return None
+
+
 def capi_v1beta1_conditions(current: list[dict], stage: Stage | None, now: _dt.datetime) -> list[dict]:
     result = list(current)
     if stage is None:
         return result
+    infrastructure = _infrastructure_ready_while_deleting(result, stage)
+    if infrastructure is not None:
+        result = set_v1beta1_condition(result, infrastructure, now)
     for condition_type, status, reason, default_message, severity in _CAPI_V1BETA1.get(stage.name, _PRE_TERMINATE_OK):
         if default_message is None or not reason:
             message = ""
@@ -238,6 +295,47 @@ def capi_v1beta1_conditions(current: list[dict], stage: Stage | None, now: _dt.d
     if ready is not None:
         result = set_v1beta1_condition(result, ready, now)
     return result
+
+
+# Stages written once the InfraMachine is gone.
+_INFRASTRUCTURE_GONE_STAGES = (STAGE_BOOTSTRAP, STAGE_DELETING_NODE, STAGE_NODE_DELETE_FAILED, STAGE_COMPLETED)
+
+
+def _infra_v1beta2_ready(infra: dict) -> dict | None:
+    """The InfraMachine's ``Ready`` condition as Cluster API's v1beta2 getter reads it:
+    ``status.v1beta2.conditions`` when that list exists, else ``status.conditions``."""
+    status = infra.get("status") or {}
+    v1beta2 = (status.get("v1beta2") or {}).get("conditions")
+    listed = v1beta2 if v1beta2 is not None else status.get("conditions")
+    return next((c for c in listed or [] if isinstance(c, dict) and c.get("type") == "Ready"), None)
+
+
+def capi_v1beta2_infrastructure_ready(stage: Stage | None, *, kind: str, provisioned: bool) -> dict | None:
+    """The v1beta2 ``InfrastructureReady`` Cluster API v1.14.2 writes with a stage of a Machine
+    being deleted (setInfrastructureReadyCondition): while the InfraMachine exists (the writer
+    read it), the InfraMachine's own ``Ready`` condition, else from whether the Machine records
+    it provisioned (``status.initialization.infrastructureProvisioned``: True ``Ready``, or False
+    ``NotReady`` "<Kind> status.initialization.provisioned is false"); once it is gone, False
+    ``ObjectDeleted`` "<Kind> has been deleted" (``ObjectDoesNotExist`` "<Kind> does not exist"
+    when it never was provisioned). None when the stage says nothing about it."""
+    if stage is None or not kind or (stage.infra_machine is None and stage.name not in _INFRASTRUCTURE_GONE_STAGES):
+        return None
+    if stage.name in _INFRASTRUCTURE_GONE_STAGES:
+        gone = ("ObjectDeleted", f"{kind} has been deleted") if provisioned else ("ObjectDoesNotExist", f"{kind} does not exist")
+        return _infrastructure_v1beta2("False", *gone)
+    ready = _infra_v1beta2_ready(stage.infra_machine or {})
+    if ready is not None:
+        status = str(ready.get("status") or "Unknown")
+        # A condition without a reason, True: what Cluster API takes for a v1beta1 one, given its own reason.
+        reason = ready.get("reason") or ("Ready" if status == "True" else "NoReasonReported")
+        return _infrastructure_v1beta2(status, reason, ready.get("message") or "")
+    if provisioned:
+        return _infrastructure_v1beta2("True", "Ready", "")
+    return _infrastructure_v1beta2("False", "NotReady", f"{kind} status.initialization.provisioned is false")
+
+
+def _infrastructure_v1beta2(status: str, reason: str, message: str) -> dict:
+    return {"type": "InfrastructureReady", "status": status, "reason": reason, "message": message}
 
 
 # The upstream v1beta2 Deleting messages when a drain or a Node deletion fails; the error

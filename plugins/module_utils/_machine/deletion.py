@@ -16,7 +16,7 @@ OpenShift Machines follow none of these rules: every function answers None for t
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from ansible_collections.lifecycle.machine.plugins.module_utils._machine.flavour import CAPI_GROUP, PRE_TERMINATE, Flavour
 from ansible_collections.lifecycle.machine.plugins.module_utils._timeutil import rfc3339
@@ -24,11 +24,14 @@ from ansible_collections.lifecycle.machine.plugins.module_utils._timeutil import
 
 @dataclass(frozen=True)
 class ObjectState:
-    """Whether a referenced object exists, and whether it is already being deleted."""
+    """Whether a referenced object exists, and whether it is already being deleted.
+    ``obj``: the object as read (an InfraMachine's conditions are mirrored into the
+    Machine's ``InfrastructureReady``, row 32); not compared."""
 
     exists: bool
     deleting: bool = False
     finalizers: tuple[str, ...] = ()
+    obj: dict | None = field(default=None, compare=False, repr=False)
 
 
 GONE = ObjectState(exists=False)
@@ -38,7 +41,12 @@ def object_state(obj: dict | None) -> ObjectState:
     if obj is None:
         return GONE
     meta = obj.get("metadata") or {}
-    return ObjectState(exists=True, deleting=bool(meta.get("deletionTimestamp")), finalizers=tuple(meta.get("finalizers") or ()))
+    return ObjectState(
+        exists=True,
+        deleting=bool(meta.get("deletionTimestamp")),
+        finalizers=tuple(meta.get("finalizers") or ()),
+        obj=obj,
+    )
 
 
 def node_work_over(flavour: Flavour, machine: dict, infrastructure: ObjectState | None) -> str | None:

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import copy
 import datetime as _dt
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ansible_collections.lifecycle.machine.plugins.module_utils._machine.conditions import (
@@ -534,11 +534,24 @@ def decide(facts: Facts, flavour: Flavour) -> Decision:
             "(metadata.deletionTimestamp is not set); delete the Machine first"
         )
         return builder.finish(REFUSE, message=message)
+    paused = flavour.not_authoritative(machine)
+    if paused:
+        # As OpenShift's machine controller: a Machine another API is authoritative for is left alone (row O5).
+        return builder.finish(REFUSE, message=paused)
     for step in _STEPS:
         stop = step(facts, flavour, builder)
         if stop is not None:
-            return stop
-    return _release_step(facts, flavour, builder)
+            return _with_infrastructure_ready(stop, facts.infrastructure)
+    return _with_infrastructure_ready(_release_step(facts, flavour, builder), facts.infrastructure)
+
+
+def _with_infrastructure_ready(decision: Decision, infrastructure: ObjectState | None) -> Decision:
+    """As Cluster API on every look while the InfraMachine exists: the stages written carry the
+    InfraMachine, which it mirrors into ``InfrastructureReady`` (docs/behaviour.md, row 32)."""
+    infra_machine = infrastructure.obj if infrastructure is not None and infrastructure.exists else None
+    if infra_machine is not None:
+        decision.stages = [stage if stage is None else replace(stage, infra_machine=infra_machine) for stage in decision.stages]
+    return decision
 
 
 def with_volume_start(machine: dict, flavour: Flavour, started: _dt.datetime) -> dict:

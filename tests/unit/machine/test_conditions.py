@@ -25,8 +25,10 @@ from ansible_collections.lifecycle.machine.plugins.module_utils._machine.conditi
     Stage,
     capi_deleting_condition,
     capi_deleting_message,
+    capi_infrastructure_ready,
     capi_ready_summary,
     capi_v1beta1_conditions,
+    capi_v1beta2_infrastructure_ready,
     hook_condition_type,
     openshift_conditions,
     openshift_hook_list,
@@ -34,6 +36,7 @@ from ansible_collections.lifecycle.machine.plugins.module_utils._machine.conditi
     set_v1beta1_condition,
 )
 from ansible_collections.lifecycle.machine.plugins.module_utils._machine.flavour import Hook
+from ansible_collections.lifecycle.machine.plugins.module_utils._timeutil import rfc3339
 
 T0 = dt.datetime(2026, 1, 1, 0, 0, 0, tzinfo=dt.UTC)
 T1 = dt.datetime(2026, 1, 1, 0, 5, 0, tzinfo=dt.UTC)
@@ -493,3 +496,124 @@ def test_capi_deleting_stays_true_through_the_stages_so_its_time_is_kept() -> No
 )
 def test_hook_condition_type(point, name, condition_type) -> None:
     assert hook_condition_type(point, name) == condition_type
+
+
+# -- row 32: InfrastructureReady while the InfraMachine exists -------------------------------
+
+
+@pytest.mark.parametrize(
+    ("infra", "expected"),
+    [
+        (None, None),
+        # No Ready condition: the fallback, from whether the InfraMachine reports provisioned (either contract).
+        ({"status": {"initialization": {"provisioned": True}}}, {"type": "InfrastructureReady", "status": "True"}),
+        ({"status": {"ready": True}}, {"type": "InfrastructureReady", "status": "True"}),
+        ({}, {"type": "InfrastructureReady", "status": "False", "severity": "Info", "reason": "Deleting"}),
+        ({"status": {"ready": False}}, {"type": "InfrastructureReady", "status": "False", "severity": "Info", "reason": "Deleting"}),
+        # Its own Ready condition wins, whatever it reports provisioned: v1beta1 conditions in status.conditions...
+        (
+            {"status": {"ready": True, "conditions": [{"type": "Ready", "status": "False", "reason": "Deleting", "severity": "Info", "message": "going"}]}},
+            {"type": "InfrastructureReady", "status": "False", "severity": "Info", "reason": "Deleting", "message": "going"},
+        ),
+        # ... or, once a provider moved to v1beta2, in status.deprecated.v1beta1.conditions (preferred over status.conditions).
+        (
+            {
+                "status": {
+                    "conditions": [{"type": "Ready", "status": "True", "reason": "Ready"}],
+                    "deprecated": {"v1beta1": {"conditions": [{"type": "Ready", "status": "False", "reason": "Deleting", "severity": "Warning"}]}},
+                }
+            },
+            {"type": "InfrastructureReady", "status": "False", "severity": "Warning", "reason": "Deleting"},
+        ),
+    ],
+)
+def test_capi_infrastructure_ready_mirrors_the_infra_machine(infra, expected) -> None:
+    assert capi_infrastructure_ready(infra) == expected
+
+
+WAITING_FOR_INFRA = {"type": "InfrastructureReady", "status": "False", "severity": "Info", "reason": "WaitingForInfrastructure", "lastTransitionTime": S0}
+
+
+def test_capi_v1beta1_an_unprovisioned_infra_machine_reads_deleting_from_the_first_write() -> None:
+    """The controller's fallback before the deletion (WaitingForInfrastructure) becomes its deleting
+    fallback (Deleting) with the first write of the deletion, and Ready with it."""
+    result = capi_v1beta1_conditions([WAITING_FOR_INFRA], Stage(STAGE_DRAINING, message="Drain not completed yet"), T1)
+    infra = next(c for c in result if c["type"] == "InfrastructureReady")
+    assert (infra["status"], infra["reason"], infra["severity"], infra.get("message"), infra["lastTransitionTime"]) == (
+        "False",
+        "Deleting",
+        "Info",
+        None,
+        rfc3339(T1),
+    )
+    ready = next(c for c in result if c["type"] == "Ready")
+    assert (ready["status"], ready["reason"], ready["severity"], ready.get("message")) == ("False", "Deleting", "Info", None)
+
+
+def test_capi_v1beta1_a_mirrored_infra_machine_wins_and_the_gone_one_reads_deleted() -> None:
+    provisioned = {"type": "InfrastructureReady", "status": "True"}
+    own = {"type": "Ready", "status": "False", "reason": "Deleting", "severity": "Info", "message": "instance terminating"}
+    mirrored = {**own, "type": "InfrastructureReady"}
+    infra_machine = {"metadata": {"name": "m-1"}, "status": {"ready": True, "conditions": [own]}}
+    result = capi_v1beta1_conditions(
+        [{**provisioned, "lastTransitionTime": S0}], Stage(STAGE_INFRASTRUCTURE, kind="FakeMachine", infra_machine=infra_machine), T1
+    )
+    assert {k: v for k, v in next(c for c in result if c["type"] == "InfrastructureReady").items() if k != "lastTransitionTime"} == mirrored
+    # Once it is gone the stage says Deleted, whatever was mirrored before.
+    result = capi_v1beta1_conditions(result, Stage(STAGE_BOOTSTRAP, kind="FakeBootstrapConfig"), T1)
+    assert next(c for c in result if c["type"] == "InfrastructureReady")["reason"] == "Deleted"
+
+
+def test_capi_v1beta1_a_provisioned_infra_machine_is_left_as_recorded() -> None:
+    recorded = [{"type": "InfrastructureReady", "status": "True", "lastTransitionTime": S0}]
+    result = capi_v1beta1_conditions(recorded, Stage(STAGE_DRAINING, message="Drain not completed yet"), T1)
+    assert next(c for c in result if c["type"] == "InfrastructureReady") == recorded[0]
+
+
+# -- row 32, v1beta2 ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("stage", "provisioned", "expected"),
+    [
+        # Not read (the drain's writes): nothing said.
+        (Stage(STAGE_DRAINING), True, None),
+        # Read, no Ready condition of its own: from what the Machine records.
+        (Stage(STAGE_INFRASTRUCTURE, infra_machine={}), True, ("True", "Ready", "")),
+        (Stage(STAGE_INFRASTRUCTURE, infra_machine={}), False, ("False", "NotReady", "FakeMachine status.initialization.provisioned is false")),
+        # Its own Ready (status.v1beta2.conditions first, else status.conditions) is mirrored, the provider's reason kept.
+        (
+            Stage(
+                STAGE_INFRASTRUCTURE, infra_machine={"status": {"conditions": [{"type": "Ready", "status": "False", "reason": "Deleting", "message": "going"}]}}
+            ),
+            True,
+            ("False", "Deleting", "going"),
+        ),
+        (
+            Stage(
+                STAGE_PRE_TERMINATE,
+                infra_machine={
+                    "status": {
+                        "conditions": [{"type": "Ready", "status": "True"}],
+                        "v1beta2": {"conditions": [{"type": "Ready", "status": "False", "reason": "X"}]},
+                    }
+                },
+            ),
+            True,
+            ("False", "X", ""),
+        ),
+        (
+            Stage(STAGE_INFRASTRUCTURE, infra_machine={"status": {"conditions": [{"type": "Ready", "status": "True"}]}}),
+            False,
+            ("True", "Ready", ""),
+        ),
+        # Gone.
+        (Stage(STAGE_BOOTSTRAP), True, ("False", "ObjectDeleted", "FakeMachine has been deleted")),
+        (Stage(STAGE_COMPLETED), False, ("False", "ObjectDoesNotExist", "FakeMachine does not exist")),
+        (Stage(STAGE_NODE_DELETE_FAILED), True, ("False", "ObjectDeleted", "FakeMachine has been deleted")),
+        (None, True, None),
+    ],
+)
+def test_capi_v1beta2_infrastructure_ready(stage, provisioned, expected) -> None:
+    condition = capi_v1beta2_infrastructure_ready(stage, kind="FakeMachine", provisioned=provisioned)
+    assert (None if condition is None else (condition["status"], condition["reason"], condition["message"])) == expected

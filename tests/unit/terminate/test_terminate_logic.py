@@ -567,3 +567,46 @@ def test_openshift_drains_whatever_the_infrastructure() -> None:
     m = machine("openshift", drained=False)
     decision = decide(facts(m), flavour_for(m))
     assert decision.action == REFUSE and "drain of Node worker-1 is not finished" in decision.message
+
+
+def test_stages_written_while_the_infra_machine_exists_carry_what_cluster_api_mirrors_from_it() -> None:
+    """Row 32: every stage written while the InfraMachine exists carries its InfrastructureReady;
+    once it is gone, none does (the stage itself then says Deleted)."""
+    m = machine("v1beta2")
+    f = flavour_for(m)
+    going = {"metadata": {"name": "m-1", "deletionTimestamp": rfc3339(NOW)}, "status": {}}
+    decision = decide(facts(m, infrastructure=object_state(going), bootstrap=None), f)
+    assert decision.action == WAIT_INFRASTRUCTURE
+    assert [stage.infra_machine for stage in decision.stages] == [going]
+    decision = decide(facts(m, infrastructure=ABSENT, bootstrap=PRESENT), f)
+    assert [stage.infra_machine for stage in decision.stages] == [None]
+    # The Machine's status patch then says what Cluster API mirrors (v1beta1 and v1beta2) and, once it is gone, Deleted.
+    m["status"]["initialization"] = {"infrastructureProvisioned": True}
+    decision = decide(facts(m, infrastructure=object_state(going), bootstrap=None), f)
+    patch = f.status_patch(m, decision.stages[0], NOW)["status"]
+    assert [(c["status"], c.get("reason")) for c in patch["deprecated"]["v1beta1"]["conditions"] if c["type"] == "InfrastructureReady"] == [
+        ("False", "Deleting")
+    ]
+    assert [(c["status"], c["reason"]) for c in patch["conditions"] if c["type"] == "InfrastructureReady"] == [("True", "Ready")]
+
+
+@pytest.mark.parametrize("authority", ["ClusterAPI", "Migrating"])
+def test_an_openshift_machine_another_api_is_authoritative_for_is_left_alone(authority) -> None:
+    """Row O5: as OpenShift's machine controller (MachineAPIMigration), nothing is done while
+    status.authoritativeAPI names another API; MachineAPI (or none) goes on."""
+    m = machine("openshift", status={"authoritativeAPI": authority})
+    decision = decide(facts(m), flavour_for(m))
+    assert decision.action == REFUSE
+    assert decision.stages == []
+    assert decision.message == (
+        f"Machine ns/m-1 is paused: The AuthoritativeAPI status is set to '{authority}' (the Machine API is not "
+        "authoritative for it, so OpenShift's machine controller leaves it alone, and so does the collection); nothing was changed"
+    )
+    for going_on in ("MachineAPI", None):
+        m = machine("openshift", status={"authoritativeAPI": going_on})
+        assert decide(facts(m), flavour_for(m)).action != REFUSE
+
+
+def test_only_openshift_machines_know_an_authoritative_api() -> None:
+    m = machine("v1beta2", status={"authoritativeAPI": "ClusterAPI"})
+    assert flavour_for(m).not_authoritative(m) is None

@@ -134,6 +134,8 @@ class Flavour:
     points: tuple[str, ...] = ()
     # Whether the Machine's Node lives in another cluster (Cluster API's workload cluster).
     split_clusters = False
+    # The Event the flavour's drain controller records when it writes the drain as skipped (type, reason, message).
+    drain_skipped_event: tuple[str, str, str] | None = None
 
     def __init__(self, api_version: str):
         self.api_version = api_version
@@ -178,6 +180,11 @@ class Flavour:
 
     def is_control_plane(self, machine: dict) -> bool:
         return False
+
+    def not_authoritative(self, machine: dict) -> str | None:
+        """Why the Machine's own controller leaves it alone because another API is authoritative
+        for it (OpenShift's ``status.authoritativeAPI``); None when it does not."""
+        return None
 
     # -- deletion settings ---------------------------------------------------
     def drain_timeout(self, machine: dict) -> float | None:

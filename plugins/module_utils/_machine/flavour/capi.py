@@ -15,6 +15,8 @@ from ansible_collections.lifecycle.machine.plugins.module_utils._machine.conditi
     capi_deleting_condition,
     capi_ready_while_deleting,
     capi_v1beta1_conditions,
+    capi_v1beta2_infrastructure_ready,
+    set_metav1_condition,
 )
 from ansible_collections.lifecycle.machine.plugins.module_utils._machine.flavour.base import (
     CAPI_CLUSTER_NAME_LABEL,
@@ -203,6 +205,13 @@ class ClusterAPIFlavour(Flavour):
         old_v2 = self.v1beta2_conditions(machine)
         new_v1 = capi_v1beta1_conditions(old_v1, stage, now)
         new_v2 = capi_deleting_condition(old_v2, stage, now, machine_generation=meta_of(machine).get("generation"))
+        ref = self.infrastructure_ref(machine)
+        # Whether the Machine records its InfraMachine provisioned (v1beta1: status.infrastructureReady).
+        status = status_of(machine)
+        provisioned = (status.get("initialization") or {}).get("infrastructureProvisioned") is True or status.get("infrastructureReady") is True
+        infrastructure = capi_v1beta2_infrastructure_ready(stage, kind=ref.kind if ref else "", provisioned=provisioned)
+        if infrastructure is not None and is_deleting(machine):
+            new_v2 = set_metav1_condition(new_v2, infrastructure, now, meta_of(machine).get("generation"))
         if is_deleting(machine) and new_v2 != old_v2:
             deleted_at = parse_time(meta_of(machine).get("deletionTimestamp"))
             new_v2 = capi_ready_while_deleting(

@@ -24,6 +24,7 @@ from ansible_collections.lifecycle.machine.plugins.module_utils._machine.flavour
     Flavour,
     Hook,
     is_deleting,
+    machine_label,
     meta_of,
     spec_of,
     status_of,
@@ -32,6 +33,10 @@ from ansible_collections.lifecycle.machine.plugins.module_utils._timeutil import
 
 # The points whose hooks OpenShift freezes once a Machine is marked for deletion.
 IMMUTABLE_POINTS = {PRE_DRAIN: "pre-drain", PRE_TERMINATE: "pre-terminate"}
+# The values of status.authoritativeAPI for which the machine controller pauses a Machine (its
+# MachineAPIMigration feature gate on; the Machine CRD of the feature sets without the gate has no
+# such field). It writes Paused True AuthoritativeAPINotMachineAPI and does nothing else.
+PAUSED_AUTHORITIES = ("ClusterAPI", "Migrating")
 
 
 class OpenShiftFlavour(Flavour):
@@ -41,6 +46,16 @@ class OpenShiftFlavour(Flavour):
     exclude_drain_annotation = "machine.openshift.io/exclude-node-draining"
     exclude_volume_wait_annotation = None
     points = (PRE_DRAIN, PRE_TERMINATE, PRE_CREATE)
+    drain_skipped_event = ("Normal", "DrainSkipped", "Node drain skipped")
+
+    def not_authoritative(self, machine: dict) -> str | None:
+        authority = status_of(machine).get("authoritativeAPI") or ""
+        if authority not in PAUSED_AUTHORITIES:
+            return None
+        return (
+            f"Machine {machine_label(machine)} is paused: The AuthoritativeAPI status is set to '{authority}' (the Machine API is not "
+            "authoritative for it, so OpenShift's machine controller leaves it alone, and so does the collection); nothing was changed"
+        )
 
     def hooks(self, machine: dict) -> dict[str, list[Hook]]:
         lifecycle = spec_of(machine).get("lifecycleHooks") or {}
