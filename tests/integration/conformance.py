@@ -20,6 +20,7 @@ any other difference, or an expected one that went away, fails.
 
 from __future__ import annotations
 
+import os
 import re
 import threading
 import time
@@ -76,6 +77,10 @@ class Side:
     seen_at: float = 0.0  # when a scenario action first saw what it waits for
     notes: dict[str, float] = field(default_factory=dict)  # when a scenario action first saw each thing it waits for
     deletion_fields: set[str] = field(default_factory=set)  # the status.deletion times the Machine was seen with
+    ready: list[tuple[str, str, str]] = field(default_factory=list)  # v1beta2 Ready while deleting: status, reason, its Deleting line
+    ready_messages: list[str] = field(default_factory=list)  # the whole messages, for the report
+    infrastructure_v1beta2: list[tuple[str, str, str]] = field(default_factory=list)  # v1beta2 InfrastructureReady while deleting
+    cluster: str = ""  # the Cluster API Cluster of the Machine
     error: str = ""
 
     @property
@@ -120,10 +125,30 @@ class Scenario:
     measure: Callable[[list[dict]], dict] | None = None
     # Compare which status.deletion times (Cluster API) each side recorded, not their values.
     deletion_status: bool = False
+    # Compare the v1beta2 Ready condition while deleting: its status, reason and Deleting line (row 29).
+    ready_v1beta2: bool = False
+    # Cluster API: each side's Machine in a Cluster of its own (``<scenario>-<role>-cluster``, with one
+    # control-plane Machine), for what is decided from the Cluster: ``control_plane`` "object" gives
+    # it a spec.controlPlaneRef to a FakeControlPlane ``<cluster>-cp`` (held by a finalizer once
+    # deleted), "external" one whose status says externalManagedControlPlane and no control-plane
+    # Machine; ``at_delete(kube, workload, side)``: for both sides, just before the real Machine's
+    # deletion (the collection starts right after).
+    own_cluster: bool = False
+    control_plane: str = ""
+    at_delete: Callable[[KubeApi, KubeApi, Side], None] | None = None
 
 
 # ---------------------------------------------------------------------------
 # Building blocks shared by both flavours
+
+# A comma-separated list of scenario names: a run builds and compares only those (while working on one).
+ONLY = "LIFECYCLE_MACHINE_SCENARIOS"
+
+
+def chosen(scenarios: list[Scenario]) -> list[Scenario]:
+    """``scenarios``, less those ``$LIFECYCLE_MACHINE_SCENARIOS`` (when set) does not name."""
+    names = {name.strip() for name in os.environ.get(ONLY, "").split(",") if name.strip()}
+    return [scenario for scenario in scenarios if not names or scenario.name in names]
 
 
 def pod_body(name: str, namespace: str, node: str, spec: dict) -> dict:
@@ -176,6 +201,21 @@ def record(side: Side, machine: dict, conditions_of: Callable[[dict], list[dict]
         entry = (deleting.get("reason", ""), normalise(deleting.get("message", ""), side))
         if entry not in side.deleting:
             side.deleting.append(entry)
+        ready = realctl.v1beta2_condition(machine, "Ready")
+        line = next((text.removeprefix("* Deleting:").strip() for text in (ready.get("message") or "").splitlines() if text.startswith("* Deleting:")), "")
+        ready_entry = (ready.get("status", ""), ready.get("reason", ""), line)
+        if ready and ready_entry not in side.ready:
+            side.ready.append(ready_entry)
+        message = normalise(ready.get("message") or "", side)
+        if ready and message not in side.ready_messages:
+            side.ready_messages.append(message)
+        infrastructure = realctl.v1beta2_condition(machine, "InfrastructureReady")
+        infrastructure_entry = (infrastructure.get("status", ""), infrastructure.get("reason", ""), normalise(infrastructure.get("message", ""), side))
+        # The deletion's first event still shows what was written before it: v1.14.2 writes "... while the
+        # Machine still exists" only for a Machine not being deleted (the twin may have copied it or not).
+        leftover = infrastructure_entry[2].endswith("while the Machine still exists")
+        if infrastructure and machine["metadata"].get("deletionTimestamp") and not leftover and infrastructure_entry not in side.infrastructure_v1beta2:
+            side.infrastructure_v1beta2.append(infrastructure_entry)
     for condition in conditions_of(machine):
         entry = (
             condition.get("type", ""),
@@ -290,7 +330,16 @@ def observation(side: Side, scenario: Scenario, audit: Path, events: list[tuple[
         "_deleting": [reason for reason, _message in side.deleting],
         **(scenario.measure(evicted) if scenario.measure else {}),
         **({"status.deletion": sorted(side.deletion_fields)} if scenario.deletion_status else {}),
+        # Row 32: the v1beta2 InfrastructureReady the Machine shows while it is deleted (v1.14 scenarios).
+        **({"InfrastructureReady (v1beta2)": sorted(set(side.infrastructure_v1beta2))} if scenario.deletion_status else {}),
+        # Row 29: the Deleting line of the v1beta2 Ready summary in each held stage (the stages that last one write are seen by chance).
+        **({"Ready (v1beta2)": sorted({entry for entry in side.ready if _held_stage(entry[2])})} if scenario.ready_v1beta2 else {}),
+        **({"_ready messages": list(side.ready_messages)} if scenario.ready_v1beta2 else {}),
     }
+
+
+def _held_stage(line: str) -> bool:
+    return any(line.endswith(f"stage: {reason}") or f"stage: {reason}," in line for reason in HELD_REASONS)
 
 
 # Entries of the set-valued keys that differ on purpose whatever the scenario (docs/behaviour.md,
@@ -300,7 +349,7 @@ ONLY_REAL = {
     ("conditions", ("DrainingSucceeded", "False", "Draining", "Info", DRAIN_START)): "first drain write",
     ("conditions", ("Ready", "False", "Draining", "Info", DRAIN_START)): "first drain write",
 }
-SET_KEYS = ("Deleting", "conditions", "Events")
+SET_KEYS = ("Deleting", "conditions", "Events", "Ready (v1beta2)", "InfrastructureReady (v1beta2)")
 
 
 def passing_state(key: str, entry: tuple) -> bool:
@@ -337,6 +386,8 @@ def differences(real: dict, twin: dict) -> dict[str, tuple]:
 def describe(name: str, real: dict, twin: dict, diff: dict, took: tuple) -> str:
     lines = [f"== {name}: real {took[0]} s, collection {took[1]} s"]
     lines.append(f"  Deleting reasons seen: real {real['_deleting']}\n                        collection {twin['_deleting']}")
+    if "_ready messages" in real:
+        lines.append(f"  v1beta2 Ready messages: real {real['_ready messages']}\n                          collection {twin['_ready messages']}")
     for key, mine in real.items():
         if key.startswith("_"):
             continue
@@ -437,10 +488,19 @@ class CapiBed:
     kubeconfig: Path  # management
     workload_kubeconfig: Path
     namespace: str
+    workload_text: str = ""  # the workload kubeconfig inline, for the <cluster>-kubeconfig Secrets
 
     @property
     def machines(self) -> str:
         return f"/apis/cluster.x-k8s.io/v1beta2/namespaces/{self.namespace}/machines"
+
+    @property
+    def clusters(self) -> str:
+        return f"/apis/cluster.x-k8s.io/v1beta2/namespaces/{self.namespace}/clusters"
+
+    @property
+    def control_planes(self) -> str:
+        return f"/apis/{FAKE_CONTROL_PLANE_GROUP}/v1beta1/namespaces/{self.namespace}/fakecontrolplanes"
 
 
 def capi_bed(plane: dict, namespace: str = "conformance") -> CapiBed:
@@ -458,13 +518,68 @@ def capi_bed(plane: dict, namespace: str = "conformance") -> CapiBed:
         namespace,
     )
     realctl.create_namespace(bed.kube, namespace)
-    text = controllers.cluster_tool.inline_kubeconfig(bed.workload_kubeconfig)
+    text = bed.workload_text = controllers.cluster_tool.inline_kubeconfig(bed.workload_kubeconfig)
     fake_machines = f"/apis/infrastructure.cluster.x-k8s.io/v1beta1/namespaces/{namespace}/fakemachines"
     for cluster, watch_filter in ((REAL_CLUSTER, controllers.DEFAULT_WATCH_FILTER), (TWIN_CLUSTER, "")):
         for body in controllers.capi_cluster_objects(cluster, namespace, text, watch_filter=watch_filter):
             realctl.create(bed.kube, body)
         bed.kube.patch(f"{fake_machines}/{cluster}-control-plane-0", controllers.FAKE_MACHINE_PROVISIONED, subresource_status=True)
     return bed
+
+
+FAKE_CONTROL_PLANE_GROUP = "controlplane.cluster.x-k8s.io"
+# Holds an object the test deletes, so that it stays "being deleted".
+HOLD_FINALIZER = "conformance.lifecycle.machine.dev/hold"
+
+
+def fake_control_plane_crd(kube: KubeApi) -> None:
+    """A stand-in control-plane kind (no provider behind it), with the contract labels Cluster API
+    resolves a spec.controlPlaneRef by; created once, when a scenario needs one."""
+    crds = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
+    name = f"fakecontrolplanes.{FAKE_CONTROL_PLANE_GROUP}"
+    if kube.get(f"{crds}/{name}") is None:
+        open_object = {"type": "object", "x-kubernetes-preserve-unknown-fields": True}
+        schema = {"type": "object", "properties": {"apiVersion": {"type": "string"}, "kind": {"type": "string"}, "metadata": {"type": "object"}}}
+        schema["properties"].update(spec=open_object, status=open_object)
+        version = {"name": "v1beta1", "served": True, "storage": True, "subresources": {"status": {}}, "schema": {"openAPIV3Schema": schema}}
+        names = {"kind": "FakeControlPlane", "listKind": "FakeControlPlaneList", "plural": "fakecontrolplanes", "singular": "fakecontrolplane"}
+        body = {
+            "apiVersion": "apiextensions.k8s.io/v1",
+            "kind": "CustomResourceDefinition",
+            "metadata": {"name": name, "labels": {"cluster.x-k8s.io/v1beta1": "v1beta1", "cluster.x-k8s.io/v1beta2": "v1beta1"}},
+            "spec": {"group": FAKE_CONTROL_PLANE_GROUP, "scope": "Namespaced", "names": names, "versions": [version]},
+        }
+        kube.create(crds, body)
+
+    def established() -> bool:
+        conditions = ((kube.get(f"{crds}/{name}") or {}).get("status") or {}).get("conditions") or []
+        return any(c.get("type") == "Established" and c.get("status") == "True" for c in conditions)
+
+    wait_for(established, timeout=30, what=f"CRD {name} established")
+
+
+def own_cluster(bed: CapiBed, scenario: Scenario, role: str, name: str) -> str:
+    """A Cluster of the side's own (see ``Scenario.own_cluster``); its name."""
+    watch_filter = controllers.DEFAULT_WATCH_FILTER if role == "real" else ""
+    objects = controllers.capi_cluster_objects(name, bed.namespace, bed.workload_text, watch_filter=watch_filter)
+    if scenario.control_plane:
+        fake_control_plane_crd(bed.kube)
+        body = {"apiVersion": f"{FAKE_CONTROL_PLANE_GROUP}/v1beta1", "kind": "FakeControlPlane"}
+        body["metadata"] = {"name": f"{name}-cp", "namespace": bed.namespace, "finalizers": [HOLD_FINALIZER]}
+        realctl.create(bed.kube, {**body, "spec": {}})
+        if scenario.control_plane == "external":
+            # Never reported initialized: the manager would then watch the Nodes of the workload
+            # plane the twins share, and map a twin's Node to the twin (nodeToMachine ignores the watch filter).
+            status = {"status": {"externalManagedControlPlane": True}}
+            bed.kube.patch(f"{bed.control_planes}/{name}-cp", status, subresource_status=True)
+            objects = objects[:2]  # a managed service runs the control plane: no control-plane Machine
+        objects[1]["spec"]["controlPlaneRef"] = {"apiGroup": FAKE_CONTROL_PLANE_GROUP, "kind": "FakeControlPlane", "name": f"{name}-cp"}
+    for body in objects:
+        realctl.create(bed.kube, body)
+    if len(objects) > 2:
+        fake_machines = f"/apis/infrastructure.cluster.x-k8s.io/v1beta1/namespaces/{bed.namespace}/fakemachines"
+        bed.kube.patch(f"{fake_machines}/{name}-control-plane-0", controllers.FAKE_MACHINE_PROVISIONED, subresource_status=True)
+    return name
 
 
 def capi_rule(scenario: str, namespace: str, rule: dict) -> dict:
@@ -479,6 +594,10 @@ def capi_side(bed: CapiBed, scenario: Scenario, role: str) -> Side:
     name = f"{scenario.name}-{role}"
     side = Side(scenario.name, role, bed.namespace, name, f"{name}-node", f"{name}-pods")
     cluster = REAL_CLUSTER if role == "real" else TWIN_CLUSTER
+    if scenario.own_cluster:
+        # Not the Machine's name: the Cluster's Events would read as the Machine's.
+        cluster = own_cluster(bed, scenario, role, f"{name}-cluster")
+    side.cluster = cluster
     provider_id = f"fake://{bed.namespace}/{name}"
     objects = controllers.capi_machine_objects(
         name,
@@ -513,9 +632,26 @@ def capi_v1beta1_conditions(machine: dict) -> list[dict]:
     return ((((machine.get("status") or {}).get("deprecated") or {}).get("v1beta1") or {}).get("conditions")) or []
 
 
+def recorded_by_manager(real: dict) -> dict:
+    """The status a twin starts from: what the manager recorded on the real Machine before its
+    deletion - the v1beta1 conditions, whether the InfraMachine was provisioned, and the v1beta2
+    InfrastructureReady (the deletion's first event still shows it)."""
+    status = real.get("status") or {}
+    recorded: dict = {"deprecated": {"v1beta1": {"conditions": capi_v1beta1_conditions(real)}}}
+    if status.get("initialization"):
+        recorded["initialization"] = status["initialization"]
+    infrastructure = realctl.v1beta2_condition(real, "InfrastructureReady")
+    if infrastructure:
+        recorded["conditions"] = [infrastructure]
+    return recorded
+
+
 def run_capi(plane: dict, scenarios: list[Scenario]) -> list[str]:
     """Build every scenario, delete all real Machines and, with one machine_delete
     task, all twins at once; follow them all; compare. The reports, one per scenario."""
+    scenarios = chosen(scenarios)
+    if not scenarios:
+        return []
     bed = capi_bed(plane)
     for scenario in scenarios:
         for rule in scenario.rules:
@@ -528,8 +664,9 @@ def run_capi(plane: dict, scenarios: list[Scenario]) -> list[str]:
             what=f"the conditions of {real.machine} set by Cluster API",
         )
         # The twin starts from what the manager recorded on the real Machine before its deletion.
-        recorded = {"deprecated": {"v1beta1": {"conditions": capi_v1beta1_conditions(bed.kube.get(f"{bed.machines}/{real.machine}"))}}}
-        bed.kube.patch(f"{bed.machines}/{twin.machine}", {"status": recorded}, subresource_status=True)
+        bed.kube.patch(
+            f"{bed.machines}/{twin.machine}", {"status": recorded_by_manager(bed.kube.get(f"{bed.machines}/{real.machine}"))}, subresource_status=True
+        )
     prepared = [(scenario, real, twin) for scenario, real, twin in pairs if scenario.before_delete]
     for scenario, real, twin in prepared:
         for side in (real, twin):
@@ -537,13 +674,23 @@ def run_capi(plane: dict, scenarios: list[Scenario]) -> list[str]:
     if prepared:
         time.sleep(3)  # what the manager records about the change, before the twin copies it
     for _scenario, real, twin in prepared:
-        recorded = {"deprecated": {"v1beta1": {"conditions": capi_v1beta1_conditions(bed.kube.get(f"{bed.machines}/{real.machine}"))}}}
-        bed.kube.patch(f"{bed.machines}/{twin.machine}", {"status": recorded}, subresource_status=True)
+        bed.kube.patch(
+            f"{bed.machines}/{twin.machine}", {"status": recorded_by_manager(bed.kube.get(f"{bed.machines}/{real.machine}"))}, subresource_status=True
+        )
     sides = {side.machine: side for _scenario, real, twin in pairs for side in (real, twin)}
     for side in sides.values():
         side.audit = bed.workload_kubeconfig.parent / "audit.log"
     watch = MachineWatch(bed.kubeconfig, bed.machines, sides, capi_v1beta1_conditions, lambda machine: realctl.v1beta2_condition(machine, "Deleting"))
     result: dict = {}
+
+    twins = {real.machine: (scenario, twin) for scenario, real, twin in pairs}
+
+    def delete_real(side: Side) -> None:
+        scenario, twin = twins[side.machine]
+        if scenario.at_delete is not None:
+            for each in (side, twin):
+                scenario.at_delete(bed.kube, bed.workload, each)
+        bed.kube.delete(f"{bed.machines}/{side.machine}")
 
     def collection() -> None:
         params = {
@@ -561,7 +708,7 @@ def run_capi(plane: dict, scenarios: list[Scenario]) -> list[str]:
         watches=[watch],
         read_machine=lambda side: bed.kube.get(f"{bed.machines}/{side.machine}"),
         conditions_of=capi_v1beta1_conditions,
-        delete_real=lambda side: bed.kube.delete(f"{bed.machines}/{side.machine}"),
+        delete_real=delete_real,
         collection=collection,
     )
     failed = None if result and not result.get("failed") else (result.get("msg") or result)
@@ -619,6 +766,9 @@ def run_mapi(plane: dict, scenarios: list[Scenario]) -> list[str]:
     machine_delete again with ``instance_terminated``."""
     from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.connect import api_from_kubeconfig  # noqa: PLC0415
 
+    scenarios = chosen(scenarios)
+    if not scenarios:
+        return []
     kubeconfig = Path(plane["state_dir"]) / "kubeconfig"
     kube = api_from_kubeconfig(str(kubeconfig))
     for namespace in (MAPI_REAL_NAMESPACE, MAPI_TWIN_NAMESPACE):

@@ -255,7 +255,8 @@ MAPI_EVENTS = (
 )
 MAPI_DRAINED = (
     "the collection shows each drain pass in Drained (False, DrainError, the progress message);"
-    " the OpenShift controller waits inside kubectl's drain for up to 20 s and writes Drained False only when that fails"
+    " the OpenShift drain controller waits inside kubectl's drain for up to 20 s and never writes Drained False"
+    " (it sets it when an attempt fails, then returns before its status patch)"
 )
 MAPI_EXPECTED = {"Events": MAPI_EVENTS, "conditions": MAPI_DRAINED}
 
@@ -389,14 +390,11 @@ INFRA_DELETING_NO_DRAIN = Scenario(
     act=_finish_infra_deletion,
 )
 
-INFRA_NOT_PROVISIONED = (
-    "Cluster API mirrors an InfraMachine that never reported provisioned into InfrastructureReady False Deleting"
-    " (and Ready with it) once the Machine is deleted; the collection leaves InfrastructureReady as it was until the InfraMachine is gone"
-)
-
 # No controller ever set a nodeRef (the InfraMachine was never reported provisioned), but the
 # InfraMachine's spec.providerID is the Node's: v1.14 finds the Node by it, drains and deletes it.
-NODE_FOUND_BY_PROVIDER_ID = Scenario("node-by-provider-id", pods={"web-0": {}}, provisioned=False, expected={"conditions": INFRA_NOT_PROVISIONED})
+# Both sides also show InfrastructureReady (and Ready) False Deleting from the first write of the
+# deletion: the InfraMachine has no Ready condition and never reported provisioned (row 32).
+NODE_FOUND_BY_PROVIDER_ID = Scenario("node-by-provider-id", pods={"web-0": {}}, provisioned=False)
 
 
 def _lift_pre_drain_hook(kube: KubeApi, _workload: KubeApi, side: Side) -> None:
@@ -414,7 +412,6 @@ NO_NODE_NO_PRE_DRAIN_WAIT = Scenario(
     provisioned=False,
     node_matches_infra=False,
     act=_lift_pre_drain_hook,
-    expected={"conditions": INFRA_NOT_PROVISIONED},
 )
 
 
@@ -556,6 +553,116 @@ def _lift_pre_drain_hook_soon(kube: KubeApi, _workload: KubeApi, side: Side) -> 
 # A preDrain hook holds the Machine for 10 s: the wait's start is recorded in status.deletion.
 PRE_DRAIN_WAIT_RECORDED = Scenario("pre-drain-wait", pods={"web-0": {}}, annotations={PRE_DRAIN_HOOK: "conformance"}, act=_lift_pre_drain_hook_soon)
 
+
+def _through_every_gate(kube: KubeApi, workload: KubeApi, side: Side) -> None:
+    """Each gate holds the Machine a while: the preDrain hook goes 10 s after the wait shows, the
+    volume 5 s after its wait shows, the preTerminate hook 10 s after its wait shows."""
+    for reason, wait, step in (
+        ("WaitingForPreDrainHook", 10, lambda: kube.patch(machine_path(side), {"metadata": {"annotations": {PRE_DRAIN_HOOK: None}}})),
+        ("WaitingForVolumeDetach", 5, lambda: workload.patch(f"/api/v1/nodes/{side.node}", {"status": {"volumesAttached": []}}, subresource_status=True)),
+        ("WaitingForPreTerminateHook", 10, lambda: kube.patch(machine_path(side), {"metadata": {"annotations": {PRE_TERMINATE_HOOK: None}}})),
+    ):
+        if has_reason(side, reason):
+            note(side, reason)
+        waited = since(side, reason)
+        if waited is not None and waited > wait and once(side, reason):
+            step()
+
+
+# Row 29: the v1beta2 Ready condition of a Machine being deleted, in every stage that holds it: False,
+# NotReady, with the line "* Deleting: Machine deletion in progress, stage: <Deleting's reason>".
+READY_WHILE_DELETING = Scenario(
+    "ready-while-deleting",
+    pods={"web-0": {}},
+    annotations={PRE_DRAIN_HOOK: "conformance", PRE_TERMINATE_HOOK: "conformance"},
+    setup=_attach_volume,
+    act=_through_every_gate,
+    ready_v1beta2=True,
+)
+
+
+def _hold_and_delete(kube: KubeApi, path: str) -> None:
+    """Delete ``path``, held by a finalizer of the test's so that it stays "being deleted"."""
+    current = kube.get(path)
+    finalizers = list(current["metadata"].get("finalizers") or [])
+    if conformance.HOLD_FINALIZER not in finalizers:
+        meta = {"resourceVersion": current["metadata"]["resourceVersion"], "finalizers": [*finalizers, conformance.HOLD_FINALIZER]}
+        kube.patch(path, {"metadata": meta})
+    kube.delete(path)
+
+
+def _delete_cluster(kube: KubeApi, _workload: KubeApi, side: Side) -> None:
+    """The side's Cluster is deleted as its Machine is (the Cluster controller then deletes the real Machine itself)."""
+    _hold_and_delete(kube, f"/apis/cluster.x-k8s.io/v1beta2/namespaces/{side.namespace}/clusters/{side.cluster}")
+
+
+def _pre_terminate_hook_goes(kube: KubeApi, _workload: KubeApi, side: Side) -> None:
+    """The preTerminate hook goes 10 s after the wait at it shows; a preDrain hook, should a side wait at it, after 30 s."""
+    _lift_pre_drain_hook(kube, _workload, side)
+    if has_reason(side, "WaitingForPreTerminateHook"):
+        note(side, "gate")
+    waited = since(side, "gate")
+    if waited is not None and waited > 10 and once(side, "release"):
+        kube.patch(machine_path(side), {"metadata": {"annotations": {PRE_TERMINATE_HOOK: None}}})
+
+
+# Row 1: the Machine's Cluster is being deleted: no Node step (no preDrain wait, no drain, no volume
+# wait, the Node kept), but the preTerminate gate, the infrastructure and the bootstrap still.
+CLUSTER_DELETING = Scenario(
+    "cluster-deleting",
+    pods={"web-0": {}},
+    annotations={PRE_DRAIN_HOOK: "conformance", PRE_TERMINATE_HOOK: "conformance"},
+    own_cluster=True,
+    at_delete=_delete_cluster,
+    act=_pre_terminate_hook_goes,
+)
+
+
+def _delete_control_plane_machine(kube: KubeApi, _workload: KubeApi, side: Side) -> None:
+    """The Cluster's only control-plane Machine is deleted (and gone) before the Machine is."""
+    path = f"/apis/cluster.x-k8s.io/v1beta2/namespaces/{side.namespace}/machines/{side.cluster}-control-plane-0"
+    kube.delete(path)
+    wait_for(lambda: kube.get(path) is None, timeout=60, what=f"Machine {side.cluster}-control-plane-0 gone")
+
+
+# Row 6: no control-plane Machine of the Cluster is left that is not being deleted: no Node step.
+NO_CONTROL_PLANE_MACHINE = Scenario(
+    "no-control-plane-machine",
+    pods={"web-0": {}},
+    annotations={PRE_DRAIN_HOOK: "conformance"},
+    own_cluster=True,
+    before_delete=_delete_control_plane_machine,
+    act=_lift_pre_drain_hook,
+)
+
+
+def _delete_control_plane(kube: KubeApi, _workload: KubeApi, side: Side) -> None:
+    """The object of the Cluster's spec.controlPlaneRef is being deleted (its finalizer holds it)."""
+    kube.delete(f"/apis/{conformance.FAKE_CONTROL_PLANE_GROUP}/v1beta1/namespaces/{side.namespace}/fakecontrolplanes/{side.cluster}-cp")
+
+
+# Row 4: the control-plane object (spec.controlPlaneRef) is being deleted: no Node step.
+CONTROL_PLANE_DELETING = Scenario(
+    "control-plane-deleting",
+    pods={"web-0": {}},
+    annotations={PRE_DRAIN_HOOK: "conformance"},
+    own_cluster=True,
+    control_plane="object",
+    before_delete=_delete_control_plane,
+    act=_lift_pre_drain_hook,
+)
+
+# Row 5: the control plane is externally managed (status.externalManagedControlPlane) and the Cluster
+# has no control-plane Machine: the Node steps apply all the same (the preDrain wait, the drain, the Node).
+EXTERNAL_CONTROL_PLANE = Scenario(
+    "external-control-plane",
+    pods={"web-0": {}},
+    annotations={PRE_DRAIN_HOOK: "conformance"},
+    own_cluster=True,
+    control_plane="external",
+    act=_lift_pre_drain_hook_soon,
+)
+
 V1_14_SCENARIOS = [
     PRE_TERMINATE_WAIT_ENDS_DRAIN,
     INFRA_GONE_NO_DRAIN,
@@ -569,6 +676,11 @@ V1_14_SCENARIOS = [
     NODE_GONE_NOTHING_TO_DRAIN,
     EXCLUDE_VOLUME_WAIT,
     PRE_DRAIN_WAIT_RECORDED,
+    READY_WHILE_DELETING,
+    CLUSTER_DELETING,
+    NO_CONTROL_PLANE_MACHINE,
+    CONTROL_PLANE_DELETING,
+    EXTERNAL_CONTROL_PLANE,
 ]
 # The times v1.14 records in status.deletion, compared by name: waitForNodeVolumeDetachStartTime
 # whenever the volume wait runs, also with nothing attached or the Node gone (docs/behaviour.md, row 21a).
@@ -583,15 +695,9 @@ def test_cluster_api_v1_14_deletion_decisions_side_by_side(capi_plane: dict) -> 
 
 
 # OpenShift: a Machine whose Node nodelink never linked (no Node carries its providerID): the drain
-# controller records the drain as skipped, the instance goes, and there is no Node to delete.
-MAPI_NO_NODE = Scenario(
-    "no-node",
-    pods={"web-0": {}},
-    node_matches_infra=False,
-    expected={
-        "Events": "open difference (row O1): the drain controller records the Event DrainSkipped; the collection records none",
-    },
-)
+# controller records the drain as skipped (Drained True, the Event DrainSkipped), the instance goes,
+# and there is no Node to delete.
+MAPI_NO_NODE = Scenario("no-node", pods={"web-0": {}}, node_matches_infra=False)
 
 
 def test_openshift_no_node_ref_side_by_side(mapi_real_namespace_plane: dict) -> None:
