@@ -133,7 +133,7 @@ class MachineDeletion:
         its workload cluster can be reached (Secret, kubeconfig, an answer) and its
         Node is its own, unless Cluster API would not touch the Node at all."""
         flavour = flavour_for(machine)
-        reason = node_steps_skip_reason(self.api, machine, flavour)
+        reason = node_steps_skip_reason(self.api, machine, flavour, self.feeds)
         if reason is None or (reason == NO_NODE_REF and flavour.provider_id(machine)):
             check_node_side(self.api, machine, self.request.workload)
 
@@ -192,23 +192,28 @@ class MachineDeletion:
         if machine is None:
             outcome.status, outcome.step, outcome.message = DONE, "release", "the Machine is gone"
             return None
-        reread = self.feeds.feed(machine).read if self.feeds is not None else None
+        reread = self.feeds.read if self.feeds is not None else None
         if request.check_mode:
-            return MachineScope(machine, self.decided(predicted_actor(machine, request.machine_controller)), marked_at=self.marked_at, reread=reread)
+            actor = self.decided(predicted_actor(machine, request.machine_controller))
+            return MachineScope(machine, actor, marked_at=self.marked_at, reread=reread, view=self.feeds)
         current, actor = actor_of(self.api, machine, request.machine_controller, request.controller_grace, marked_at=self.marked_at, deadline=self.slice_end)
         if actor.who not in (CONTROLLER, COLLECTION):
             outcome.status, outcome.step, outcome.message = IN_PROGRESS, DRAIN, actor.reason[:1].upper() + actor.reason[1:]
             return None
-        scope = MachineScope(machine, self.decided(actor), marked_at=self.marked_at, reread=reread)
+        scope = MachineScope(machine, self.decided(actor), marked_at=self.marked_at, reread=reread, view=self.feeds)
         scope.seen(current)
         scope.gone = current is None  # it went while its controller was looked for: followed, it is done
         return scope
 
     def read(self) -> dict | None:
-        """The Machine now: read (GET) the first time in this call, then from the task's feed
-        (a turn after a wait), on the Machine as the last turn left it."""
-        if self.last is not None and self.feeds is not None:
-            return self.feeds.feed(self.last).read(self.last)
+        """The Machine now, from the task's feed (listed once per namespace, then watched), on the
+        Machine as the last turn left it; read (GET) when the feed cannot answer."""
+        if self.feeds is not None and self.last is not None:
+            return self.feeds.read(self.last)
+        if self.feeds is not None and self.machine.get("api_version"):
+            known, machine = self.feeds.machine(self.machine["api_version"], self.machine["namespace"], self.machine["name"])
+            if known:
+                return machine
         return get_machine(self.api, self.machine["namespace"], self.machine["name"], self.machine.get("api_version"))
 
     def mark(self, machine: dict) -> dict | None:

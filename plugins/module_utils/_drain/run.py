@@ -114,9 +114,12 @@ class DrainGate:
         slice_end: float | None = None,
         node_side: Callable[[], KubeApi] | None = None,
         reread: Callable[[dict], dict | None] | None = None,
+        view: Any = None,
     ):
         self.api = api
         self.recorder = recorder
+        # The task's watch-fed Clusters and control-plane Machines (machine_delete); None: read them.
+        self.view = view
         # How the Machine is read again before a pass (machine_delete: its watch-fed feed); a GET by default.
         self.reread = reread or (lambda machine: refresh(api, machine))
         self.wait = wait
@@ -151,7 +154,7 @@ class DrainGate:
             if not self.node_name():
                 self.recorder.machine = find_node_ref(self.api, self.machine, self.flavour, self.node_side, dry_run=self.recorder.dry_run)
                 self.recorder.changed = self.recorder.changed or bool(self.node_name())
-            reason = node_steps_skip_reason(self.api, self.machine, self.flavour)
+            reason = node_steps_skip_reason(self.api, self.machine, self.flavour, self.view)
             if reason:
                 return reason
         if not self.node_name():
@@ -228,10 +231,13 @@ class DrainPasses:
         deadline: float,
         flavour: Flavour | None = None,
         node_side: Callable[[], KubeApi] | None = None,
+        view: Any = None,
     ):
-        # The Machine, its Cluster and the MachineDrainRules are read through ``api``;
-        # the Node, its Pods and budgets through ``node_side()`` (the workload cluster).
+        # The Machine, its Cluster and the MachineDrainRules are read through ``api`` (the Cluster
+        # from ``view``, the task's feeds, when there is one); the Node, its Pods and budgets
+        # through ``node_side()`` (the workload cluster).
         self.api = api
+        self.view = view
         self._node_side = node_side or (lambda: api)
         self.request = request
         self.inline_rules = inline_rules
@@ -251,7 +257,7 @@ class DrainPasses:
 
     def prepare(self, machine: dict | None) -> None:
         self.context = PodContext(self.node_api)
-        self.cluster = get_cluster(self.api, machine, self.flavour) if machine is not None else None
+        self.cluster = get_cluster(self.api, machine, self.flavour, self.view) if machine is not None else None
         namespace = machine["metadata"]["namespace"] if machine is not None else self.request.namespace
         self.rules = load_drain_rules(self.api, namespace, self.inline_rules, self.request.use_cluster_rules)
 
@@ -327,7 +333,8 @@ class MachineProgress:
         return self.recorder.start_time("drain") if self.recorder is not None else None
 
     def skipped(self) -> None:
-        self._stage(Stage(STAGE_DRAIN_SKIPPED))
+        if self._stage(Stage(STAGE_DRAIN_SKIPPED)) and self.recorder.flavour.drain_skipped_event:
+            self.recorder.event(*self.recorder.flavour.drain_skipped_event)  # OpenShift's DrainSkipped (row O1)
 
     def after_pass(self, drain: DrainPass, node_name: str | None) -> None:
         """Drained (and its Event, the first time), or the progress message."""
@@ -428,7 +435,8 @@ class DrainRun:
                 if followed is not None:
                     return followed
             flavour = self.recorder.flavour if self.recorder is not None else None
-            self.passes = DrainPasses(self.api, request, inline_rules=inline_rules, deadline=self.deadline, flavour=flavour, node_side=self.node_api)
+            view = self.scope.view if self.scope is not None else None
+            self.passes = DrainPasses(self.api, request, inline_rules=inline_rules, deadline=self.deadline, flavour=flavour, node_side=self.node_api, view=view)
             if self.gate is not None:
                 final = self.machine_checks(first=True)
                 if final is not None:
@@ -471,6 +479,7 @@ class DrainRun:
             slice_end=self.slice_end,
             node_side=self.node_api,
             reread=self.scope.reread if self.scope is not None else None,
+            view=self.scope.view if self.scope is not None else None,
         )
 
     def followed(self) -> dict | None:
@@ -501,6 +510,9 @@ class DrainRun:
         gate, state = self.gate, self.request.state
         if not first:
             gate.refresh()
+        paused = gate.flavour.not_authoritative(gate.machine)  # another API is authoritative for it (row O5)
+        if paused:
+            raise self.fail(paused)
         reason = gate.node_skip_reason()
         if reason:
             if not gate.node_name() and gate.flavour.name == OPENSHIFT:

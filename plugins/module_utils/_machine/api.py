@@ -215,15 +215,20 @@ def write_stage(api: KubeApi, machine: dict, flavour: Flavour, stage: Any, *, dr
     return result, patch is not None
 
 
-def get_cluster(api: KubeApi, machine: dict, flavour: Flavour) -> dict | None:
-    """The Cluster API Cluster of a Machine (same API version); None for OpenShift or when absent."""
+def get_cluster(api: KubeApi, machine: dict, flavour: Flavour, view: Any = None) -> dict | None:
+    """The Cluster API Cluster of a Machine (same API version); None for OpenShift or when absent.
+    ``view``: the task's watch-fed feeds (``_machine/feed.py``), asked first."""
     name = flavour.cluster_name(machine)
     if flavour.group != CAPI_GROUP or not name:
         return None
+    if view is not None:
+        known, cluster = view.cluster(machine["apiVersion"], machine["metadata"]["namespace"], name)
+        if known:
+            return cluster
     return api.get(resource_path(machine["apiVersion"], "clusters", machine["metadata"]["namespace"], name))
 
 
-def node_steps_skip_reason(api: KubeApi, machine: dict, flavour: Flavour) -> str | None:
+def node_steps_skip_reason(api: KubeApi, machine: dict, flavour: Flavour, view: Any = None) -> str | None:
     """Why Cluster API skips the preDrain gate, drain, volume wait and Node
     deletion for this Machine (docs/behaviour.md §2), or None when it does not.
 
@@ -231,23 +236,25 @@ def node_steps_skip_reason(api: KubeApi, machine: dict, flavour: Flavour) -> str
     being deleted, no nodeRef (:func:`find_node_ref` looks for the Node by
     providerID first), the control plane object being deleted, or no active
     control-plane Machine left in the Cluster, unless its control plane is
-    externally managed. OpenShift Machines never skip.
+    externally managed. OpenShift Machines never skip. ``view``: the task's
+    watch-fed Clusters and control-plane Machines (``_machine/feed.py``), asked
+    first, as the controller asks its cache.
     """
     if flavour.group != CAPI_GROUP:
         return None
     cluster_name = flavour.cluster_name(machine)
     namespace = machine["metadata"]["namespace"]
-    cluster = get_cluster(api, machine, flavour)
+    cluster = get_cluster(api, machine, flavour, view)
     if cluster is None:
         raise MachineError(f"Cluster {namespace}/{cluster_name} of Machine {machine_label(machine)} not found")
     if cluster["metadata"].get("deletionTimestamp"):
         return f"Cluster {namespace}/{cluster_name} is being deleted"
     if not flavour.node_name(machine):
         return NO_NODE_REF
-    return _control_plane_skip_reason(api, machine, flavour, cluster)
+    return _control_plane_skip_reason(api, machine, flavour, cluster, view)
 
 
-def _control_plane_skip_reason(api: KubeApi, machine: dict, flavour: Flavour, cluster: dict) -> str | None:
+def _control_plane_skip_reason(api: KubeApi, machine: dict, flavour: Flavour, cluster: dict, view: Any = None) -> str | None:
     """The control plane's part of :func:`node_steps_skip_reason`."""
     cluster_name = cluster["metadata"]["name"]
     namespace = machine["metadata"]["namespace"]
@@ -258,8 +265,11 @@ def _control_plane_skip_reason(api: KubeApi, machine: dict, flavour: Flavour, cl
             return f"{control_plane.kind} {namespace}/{control_plane.name} is being deleted"
         if obj is not None and (obj.get("status") or {}).get("externalManagedControlPlane") is True:
             return None  # a managed service runs the control plane: no control-plane Machine is expected
-    selector = f"{CAPI_CLUSTER_NAME_LABEL}={cluster_name},{CAPI_CONTROL_PLANE_LABEL}"
-    active = [m for m in api.list(machine_path(machine["apiVersion"], namespace), label_selector=selector) if not m["metadata"].get("deletionTimestamp")]
+    listed = view.control_plane_machines(machine["apiVersion"], namespace, cluster_name) if view is not None else None
+    if listed is None:
+        selector = f"{CAPI_CLUSTER_NAME_LABEL}={cluster_name},{CAPI_CONTROL_PLANE_LABEL}"
+        listed = api.list(machine_path(machine["apiVersion"], namespace), label_selector=selector)
+    active = [m for m in listed if not m["metadata"].get("deletionTimestamp")]
     if not active:
         return f"no active control plane Machine is left in Cluster {namespace}/{cluster_name}"
     return None

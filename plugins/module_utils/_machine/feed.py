@@ -1,30 +1,34 @@
 # Copyright: lifecycle.machine contributors
 # Apache License 2.0 (see LICENSE)
-"""The Machines of one ``machine_delete`` task, kept current by one watch per namespace.
+"""What the Machines of one ``machine_delete`` task share: their Machines, control-plane
+Machines and Clusters, listed once per namespace and kept current by one watch each.
 
-A round reads each Machine once (a GET). Whatever the round needs to know about
-the Machine later (before each drain pass, after a termination wait, in the
-next turn of a round that waits for an unreachable cluster) comes from a feed:
-one watch of the Machines of a namespace, shared by every Machine of the task
-in that namespace and started from the first Machine's read. A Machine so costs
-one GET per round however long its drain and termination take, and a task over
-many Machines in one namespace holds one watch, not one per Machine.
+A round reads each Machine from its namespace's feed: one LIST of the namespace's
+Machines for the whole task, then one watch. Whatever the round needs to know about
+the Machine later (before each drain pass, after a termination wait, in the next turn
+of a round that waits for an unreachable cluster) comes from there too, and so do the
+questions Cluster API asks of the Cluster and its control-plane Machines before each
+Node step (is the Cluster being deleted, is an active control-plane Machine left).
+A Machine so costs no read of its own however long its drain and termination take,
+and a task over many Machines in one namespace holds two watches, not one per Machine.
 
-A feed is a cache, as the Machine controllers' own informers are: it shows a
-change once the watch delivers it (milliseconds later). Every write to a Machine
-stays guarded by the resourceVersion it was built from, so a stale copy is
-refused by the API server, never written over. When the feed cannot tell (its
-watch cannot run: no permission to watch, say), the Machine is read (GET) as it
-was before the feed.
+A feed is a cache, as the Machine controllers' own informers are: it shows a change
+once the watch delivers it (milliseconds later). Every write to a Machine stays guarded
+by the resourceVersion it was built from, so a stale copy is refused by the API server,
+never written over. When a feed cannot run (no permission to list or watch, say), what
+it would have answered is read from the API server as before the feed.
 """
 
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from typing import Any
 
+from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.paths import resource_path
 from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.watch import watch_until
 from ansible_collections.lifecycle.machine.plugins.module_utils._machine.api import machine_path, refresh
+from ansible_collections.lifecycle.machine.plugins.module_utils._machine.flavour import CAPI_CLUSTER_NAME_LABEL, CAPI_CONTROL_PLANE_LABEL
 
 # A feed's watch is opened again this often, so that a stopped feed's thread ends soon.
 FEED_WATCH_SECONDS = 30
@@ -32,59 +36,90 @@ FEED_WATCH_SECONDS = 30
 
 def version_of(obj: dict | None) -> int | None:
     """An object's resourceVersion as a number, to tell which of two copies is newer;
-    None when there is none or it is not a number (then nothing is compared: the Machine is read)."""
+    None when there is none or it is not a number (then nothing is compared: the object is read)."""
     text = ((obj or {}).get("metadata") or {}).get("resourceVersion")
     return int(text) if isinstance(text, str) and text.isdigit() else None
 
 
 def newer(known: dict, seen: tuple[int, dict | None] | None) -> tuple[bool, dict | None]:
     """(whether the feed's ``seen`` copy, ``(version, object or None when deleted)``, is newer than
-    ``known``, the Machine as the caller has it; the Machine as it is then, None when it went)."""
+    ``known``, the object as the caller has it; the object as it is then, None when it went)."""
     mine = version_of(known)
     if seen is None or mine is None or seen[0] <= mine:
         return False, known
     obj = seen[1]
     if obj is None or (obj.get("metadata") or {}).get("uid") != known["metadata"].get("uid"):
-        return True, None  # deleted, or a new Machine of the same name: this one went
-    return True, {**obj, "apiVersion": known["apiVersion"], "kind": known.get("kind") or "Machine"}
+        return True, None  # deleted, or a new object of the same name: this one went
+    return True, {**obj, "apiVersion": known["apiVersion"], "kind": known.get("kind") or obj.get("kind")}
 
 
-class MachineFeed:
-    """The task's Machines of one namespace (one API version), fed by one watch in a background thread."""
+class ObjectFeed:
+    """The objects of one namespaced collection the task cares about (``keep``), listed once and fed by
+    one watch in a background thread; ``api_version`` and ``kind`` are given to each (LIST items lack them)."""
 
-    def __init__(self, api: Any, api_version: str, namespace: str, names: set[str]):
+    def __init__(self, api: Any, collection: str, api_version: str, kind: str, keep: Callable[[dict], bool]):
         self.api = api  # a fork of the task's transport: its own counters, no deadline
-        self.collection = machine_path(api_version, namespace)
-        self.names = set(names)
+        self.collection = collection
+        self.api_version, self.kind = api_version, kind
+        self.keep = keep
         self.failed = not getattr(api, "background_watches", True)
         self._lock = threading.Lock()
+        self._synced = threading.Event()
         self._seen: dict[str, tuple[int, dict | None]] = {}
         self._stopped = threading.Event()
         self._thread: threading.Thread | None = None
         self._version: str | None = None
 
-    def start(self, resource_version: str | None) -> None:
-        """Watch from ``resource_version`` (the first Machine's read), once."""
+    def ready(self) -> bool:
+        """Listed and watched: True when the feed can answer; the first caller lists (once), the others wait for it."""
         with self._lock:
-            if self._thread is not None or self.failed or not resource_version:
-                return
-            self._version = resource_version
-            self._thread = threading.Thread(target=self._run, name="lifecycle-machine-feed", daemon=True)
-        self._thread.start()
+            if self._thread is None and self.failed:
+                return False  # no background watch here (the transport runs none): never listed
+            first = self._thread is None
+            if first:
+                self._thread = threading.Thread(target=self._run, name="lifecycle-machine-feed", daemon=True)
+        if first:
+            try:
+                self._relist()
+            except Exception:  # no permission to list, say: everything is read as before
+                self.failed = True
+                self._synced.set()
+                return False
+            self._synced.set()
+            self._thread.start()
+        self._synced.wait()
+        return not self.failed
 
     def stop(self) -> None:
         """Let the watch end (at its next event, or within FEED_WATCH_SECONDS)."""
         self._stopped.set()
 
-    def read(self, machine: dict) -> dict | None:
-        """The Machine as now known: the feed's copy when newer than ``machine``, None when
-        the feed saw it go; read from the API server when the feed cannot tell."""
+    def get(self, name: str) -> tuple[bool, dict | None]:
+        """(whether the feed knows, the object or None when there is none)."""
+        if not self.ready():
+            return False, None
         with self._lock:
-            usable = self._thread is not None and not self.failed
-            seen = self._seen.get(machine["metadata"]["name"])
-        if not usable or version_of(machine) is None:
-            return refresh(self.api, machine)
-        return newer(machine, seen)[1]
+            seen = self._seen.get(name)
+        return True, (self._typed(seen[1]) if seen is not None else None)
+
+    def items(self) -> list[dict] | None:
+        """Every object the feed keeps; None when it cannot answer."""
+        if not self.ready():
+            return None
+        with self._lock:
+            return [self._typed(obj) for _version, obj in self._seen.values() if obj is not None]
+
+    def read(self, known: dict) -> dict | None:
+        """The object as now known: the feed's copy when newer than ``known``, None when the feed saw it
+        go; read from the API server when the feed cannot tell."""
+        if not self.ready() or version_of(known) is None:
+            return refresh(self.api, known)
+        with self._lock:
+            seen = self._seen.get(known["metadata"]["name"])
+        return newer(known, seen)[1]
+
+    def _typed(self, obj: dict | None) -> dict | None:
+        return None if obj is None else {**obj, "apiVersion": self.api_version, "kind": self.kind}
 
     # -- the watch -----------------------------------------------------------------------
     def _run(self) -> None:
@@ -101,8 +136,7 @@ class MachineFeed:
                 )
         except Exception:  # a watch that cannot run (forbidden, cancelled): reads go to the API server
             pass
-        with self._lock:
-            self.failed = True
+        self.failed = True
 
     def _on_event(self, event: dict) -> bool:
         obj = event.get("object") or {}
@@ -111,24 +145,23 @@ class MachineFeed:
         if version is not None:
             with self._lock:
                 self._version = meta["resourceVersion"]
-                if meta.get("name") in self.names:
+                if meta.get("name") in self._seen or self.keep(obj):
                     self._note(meta["name"], version, None if event.get("type") == "DELETED" else obj)
         return self._stopped.is_set()
 
     def _relist(self) -> tuple[bool, str | None]:
-        """The watch's resourceVersion expired: list the namespace's Machines and go on from the list."""
+        """At the start, and when the watch's resourceVersion expired: list the collection and go on from the list."""
         items, version = self.api.list_with_version(self.collection)
         listed = int(version) if version and version.isdigit() else None
         with self._lock:
             present = set()
             for item in items:
-                name = item["metadata"]["name"]
                 found = version_of(item)
-                if name in self.names and found is not None:
-                    present.add(name)
-                    self._note(name, found, item)
+                if found is not None and self.keep(item):
+                    present.add(item["metadata"]["name"])
+                    self._note(item["metadata"]["name"], found, item)
             if listed is not None:
-                for name in self.names - present:
+                for name in set(self._seen) - present:
                     self._note(name, listed, None)
             self._version = version
         return self._stopped.is_set(), version
@@ -140,7 +173,8 @@ class MachineFeed:
 
 
 class MachineFeeds:
-    """The task's feeds, one per namespace and API version, each started by the first Machine read there."""
+    """The task's feeds, per namespace and API version: its Machines with the control-plane Machines
+    beside them, and the Clusters (Cluster API); each lists on first need."""
 
     def __init__(self, api: Any, machines: list[dict]):
         self.api = api
@@ -148,18 +182,48 @@ class MachineFeeds:
         for machine in machines:
             self.names.setdefault(machine["namespace"], set()).add(machine["name"])
         self._lock = threading.Lock()
-        self._feeds: dict[tuple[str, str], MachineFeed] = {}
+        self._feeds: dict[tuple[str, str, str], ObjectFeed] = {}
 
-    def feed(self, machine: dict) -> MachineFeed:
-        """The feed of the Machine's namespace (``machine`` as read), started from this read when it is the first."""
-        meta = machine["metadata"]
-        key = (machine["apiVersion"], meta["namespace"])
+    def machines(self, api_version: str, namespace: str) -> ObjectFeed:
+        names = self.names.get(namespace, set())
+
+        def keep(machine: dict) -> bool:
+            meta = machine.get("metadata") or {}
+            return meta.get("name") in names or CAPI_CONTROL_PLANE_LABEL in (meta.get("labels") or {})
+
+        return self._feed("machines", api_version, namespace, "Machine", keep)
+
+    def clusters(self, api_version: str, namespace: str) -> ObjectFeed:
+        return self._feed("clusters", api_version, namespace, "Cluster", lambda _cluster: True)
+
+    def _feed(self, plural: str, api_version: str, namespace: str, kind: str, keep: Callable[[dict], bool]) -> ObjectFeed:
+        key = (plural, api_version, namespace)
         with self._lock:
             feed = self._feeds.get(key)
             if feed is None:
-                feed = self._feeds[key] = MachineFeed(self.api.fork(), machine["apiVersion"], meta["namespace"], self.names.get(meta["namespace"], set()))
-        feed.start(meta.get("resourceVersion"))
+                collection = machine_path(api_version, namespace) if plural == "machines" else resource_path(api_version, plural, namespace)
+                feed = self._feeds[key] = ObjectFeed(self.api.fork(), collection, api_version, kind, keep)
         return feed
+
+    def read(self, machine: dict) -> dict | None:
+        """The Machine as now known (see :meth:`ObjectFeed.read`)."""
+        return self.machines(machine["apiVersion"], machine["metadata"]["namespace"]).read(machine)
+
+    def machine(self, api_version: str, namespace: str, name: str) -> tuple[bool, dict | None]:
+        """(whether the feed knows, the Machine or None when there is none)."""
+        return self.machines(api_version, namespace).get(name)
+
+    # -- what Cluster API asks before each Node step (_machine.api.node_steps_skip_reason) ---------
+    def cluster(self, api_version: str, namespace: str, name: str) -> tuple[bool, dict | None]:
+        return self.clusters(api_version, namespace).get(name)
+
+    def control_plane_machines(self, api_version: str, namespace: str, cluster_name: str) -> list[dict] | None:
+        """The Cluster's control-plane Machines; None when the feed cannot answer."""
+        items = self.machines(api_version, namespace).items()
+        if items is None:
+            return None
+        labels = [(machine, machine["metadata"].get("labels") or {}) for machine in items]
+        return [machine for machine, found in labels if CAPI_CONTROL_PLANE_LABEL in found and found.get(CAPI_CLUSTER_NAME_LABEL) == cluster_name]
 
     def stop(self) -> None:
         with self._lock:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from ansible_collections.lifecycle.machine.plugins.module_utils._machine.controller import Actor
 from ansible_collections.lifecycle.machine.plugins.module_utils._machine.flavour import Flavour, flavour_for
@@ -35,6 +36,8 @@ class MachineScope:
     gone: bool = False
     # How the round reads the Machine again (the task's watch-fed feed: no request); None: a GET.
     reread: Callable[[dict], dict | None] | None = None
+    # The task's watch-fed Clusters and control-plane Machines (_machine/feed.py MachineFeeds); None: read them.
+    view: Any = None
     flavour: Flavour = field(init=False)
 
     def __post_init__(self) -> None:

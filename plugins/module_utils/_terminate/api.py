@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from ansible_collections.lifecycle.machine.plugins.module_utils._drain.api import SkippedPods, load_drain_rules
 from ansible_collections.lifecycle.machine.plugins.module_utils._errors import MachineError
@@ -66,6 +67,7 @@ def observe(
     node_abandoned: str | None = None,
     node_side: Callable[[], KubeApi] | None = None,
     dry_run: bool = False,
+    view: Any = None,
 ) -> Facts:
     """What the API says about the Machine now: the Cluster API reason to skip
     the Node steps and, when they are not skipped, its Node, read through
@@ -78,7 +80,7 @@ def observe(
     if machine is None:
         return facts
     machine = facts.machine = find_node_ref(api, machine, flavour, node_side or (lambda: api), dry_run=dry_run)
-    facts.skip_reason = node_steps_skip_reason(api, machine, flavour)
+    facts.skip_reason = node_steps_skip_reason(api, machine, flavour, view)  # view: the task's feeds (machine_delete)
     node_name = flavour.node_name(machine)
     if node_name and not facts.skip_reason:
         node_api = node_side() if node_side is not None else api

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import replace
+from typing import Any
 
 from ansible_collections.lifecycle.machine.plugins.module_utils._drain.rules import normalize_rules
 from ansible_collections.lifecycle.machine.plugins.module_utils._errors import MachineError
@@ -68,11 +69,20 @@ class Termination:
     """One run of machine_terminate for one Machine: observe, decide, act, until done or waiting."""
 
     def __init__(
-        self, api: KubeApi, machine: dict, request: TerminateRequest, *, started: float | None = None, reread: Callable[[dict], dict | None] | None = None
+        self,
+        api: KubeApi,
+        machine: dict,
+        request: TerminateRequest,
+        *,
+        started: float | None = None,
+        reread: Callable[[dict], dict | None] | None = None,
+        view: Any = None,
     ):
         """``api`` is the task's (:func:`terminate_machine` gives it the task's deadline while it waits);
-        ``reread`` reads the Machine again after a wait (machine_delete: its watch-fed feed; a GET by default)."""
+        ``reread`` reads the Machine again after a wait and ``view`` answers what Cluster API asks of the
+        Cluster and its control plane (machine_delete: its watch-fed feeds; by default both are read)."""
         self.api = api
+        self.view = view
         self.reread = reread or (lambda current: refresh(api, current))
         self.request = request
         self.machine = machine
@@ -132,6 +142,7 @@ class Termination:
             node_abandoned=self.node_abandoned,
             node_side=self.node_api,
             dry_run=self.request.check_mode,
+            view=self.view,
         )
         if facts.machine is not None:
             found = self.flavour.node_name(facts.machine)
@@ -364,4 +375,4 @@ def terminate_on(api: KubeApi, request: TerminateRequest, *, scope: MachineScope
     """The termination of ``scope``'s Machine on ``api``, the task's fork, whose deadline is the
     task's (``machine_delete``: the end of the terminate phase's share). The caller read the
     Machine this round and decided the collection carries out its deletion: neither is asked again."""
-    return Termination(api, scope.machine, request, reread=scope.reread).run()
+    return Termination(api, scope.machine, request, reread=scope.reread, view=scope.view).run()

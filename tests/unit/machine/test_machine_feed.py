@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from fake_kube import FakeKube
 
-from ansible_collections.lifecycle.machine.plugins.module_utils._machine.feed import MachineFeed, MachineFeeds, newer, version_of
+from ansible_collections.lifecycle.machine.plugins.module_utils._machine.feed import MachineFeeds, ObjectFeed, newer, version_of
 
 API = "cluster.x-k8s.io/v1beta2"
 COLLECTION = f"/apis/{API}/namespaces/ns/machines"
@@ -38,8 +38,9 @@ def test_a_deleted_or_recreated_machine_is_gone() -> None:
     assert newer(known, (11, machine(version="11", uid="u-2"))) == (True, None)
 
 
-def feed() -> MachineFeed:
-    return MachineFeed(FakeKube(), API, "ns", {"m-1", "m-2"})
+def feed() -> ObjectFeed:
+    names = {"m-1", "m-2"}
+    return ObjectFeed(FakeKube(), COLLECTION, API, "Machine", lambda obj: obj["metadata"]["name"] in names)
 
 
 def test_watch_events_keep_the_newest_copy_of_the_tasks_machines_only() -> None:
@@ -55,6 +56,7 @@ def test_watch_events_keep_the_newest_copy_of_the_tasks_machines_only() -> None:
 
 def test_a_relist_shows_the_listed_machines_and_marks_the_missing_ones_gone() -> None:
     fed = feed()
+    fed._on_event({"type": "ADDED", "object": machine(version="0")})
     fed.api.create(COLLECTION, machine(name="m-2", version="1", uid="u-2"))
     done, version = fed._relist()
     assert not done and version is not None
@@ -62,14 +64,24 @@ def test_a_relist_shows_the_listed_machines_and_marks_the_missing_ones_gone() ->
     assert fed._seen["m-1"] == (int(version), None)
 
 
-def test_without_its_watch_the_feed_reads_the_machine() -> None:
+def test_control_plane_machines_are_kept_beside_the_tasks_own() -> None:
+    feeds = MachineFeeds(FakeKube(), [{"name": "m-1", "namespace": "ns"}])
+    fed = feeds.machines(API, "ns")
+    control_plane = machine(name="cp-0", version="5", uid="u-cp", labels={"cluster.x-k8s.io/control-plane": "", "cluster.x-k8s.io/cluster-name": "c"})
+    for obj in (control_plane, machine(name="worker-9", version="6", uid="u-9")):
+        fed._on_event({"type": "ADDED", "object": obj})
+    assert set(fed._seen) == {"cp-0"}
+
+
+def test_without_its_watch_the_feed_reads_and_answers_nothing_itself() -> None:
     fake = FakeKube()
     stored = fake.create(COLLECTION, machine(version="1"))
     feeds = MachineFeeds(fake, [{"name": "m-1", "namespace": "ns"}])
-    fed = feeds.feed({**stored, "apiVersion": API})
-    assert fed.failed  # the stand-in runs no background watch
+    assert feeds.machine(API, "ns", "m-1") == (False, None)  # the stand-in runs no background watch
+    assert feeds.cluster(API, "ns", "c") == (False, None)
+    assert feeds.control_plane_machines(API, "ns", "c") is None
     before = len(fake.requests)
-    current = fed.read({**stored, "apiVersion": API})
+    current = feeds.read({**stored, "apiVersion": API})
     assert current["metadata"]["name"] == "m-1"
     assert [method for method, _path in fake.requests[before:]] == ["GET"]
     feeds.stop()

@@ -279,7 +279,8 @@ REQUESTS = {
         for verb in ("get", "list", "watch", "patch", "delete")
     },
     **{(group, "machines/status", "patch"): "conditions, phase, status.deletion start times" for group in MACHINE_GROUPS},
-    ("cluster.x-k8s.io", "clusters", "get"): "Cluster API skip rules",
+    **{("cluster.x-k8s.io", "clusters", verb): "Cluster API skip rules (machine_delete: listed once, then watched)" for verb in ("get", "list", "watch")},
+    ("coordination.k8s.io", "leases", "get"): "machine_controller auto: the machine controller's leader-election Lease",
     ("controlplane.cluster.x-k8s.io", "*", "get"): "Cluster API skip rules (the control plane)",
     ("cluster.x-k8s.io", "machinedrainrules", "list"): "MachineDrainRules",
     **{(group, "*", verb): "infrastructure and bootstrap objects" for group in PROVIDER_GROUPS for verb in ("get", "watch", "delete")},
