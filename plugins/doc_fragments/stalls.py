@@ -20,4 +20,45 @@ options:
     type: str
     choices: [wait, fail]
     default: wait
+  escalations:
+    description:
+      - What to do instead of evicting, after a deadline, for the Pods you choose - an explicit override, on the record.
+        The machine controllers never override a PodDisruptionBudget; by default neither does this collection.
+      - After O(escalations[].after) (counted from the drain's start, which a Machine being deleted keeps across runs),
+        each Pod of the drain's current batch still on the Node that matches O(escalations[].namespaces) and
+        O(escalations[].pod_selector) is deleted with its grace period (or O(grace_period)) instead of evicted -
+        its PodDisruptionBudget is not asked. The first matching entry applies.
+      - Each deletion is recorded in the result's C(escalations) and as a Warning Event C(DrainEscalated) on the
+        Machine naming O(escalations[].reason). Pods the drain skips (DaemonSet, static, skip label or rule) are never
+        touched. In check mode nothing is deleted; C(escalations) says what would be.
+    type: list
+    elements: dict
+    default: []
+    suboptions:
+      after:
+        description:
+          - How long after the drain started the escalation applies - whole seconds or a Go duration (V(30m), V(2h)); V(0) at once.
+        type: raw
+        required: true
+      action:
+        description:
+          - V(delete_pod) deletes the Pod (with its grace period) instead of evicting it.
+        type: str
+        choices: [delete_pod]
+        default: delete_pod
+      reason:
+        description:
+          - Who asked for it and why (a change number, say); recorded in the Event on the Machine and in the result.
+        type: str
+        required: true
+      namespaces:
+        description:
+          - Only Pods in these namespaces; empty for every namespace.
+        type: list
+        elements: str
+        default: []
+      pod_selector:
+        description:
+          - Only Pods this label selector (C(matchLabels), C(matchExpressions)) selects; unset for every Pod.
+        type: dict
 """

@@ -206,7 +206,9 @@ machines:
       description: Whether this call changed the Machine or what belongs to it.
       type: bool
     drain:
-      description: The drain as it went (C(node), C(completed), C(message), C(evicted), C(batches), C(passes), ...), or the plan in check mode.
+      description:
+        - The drain as it went (C(node), C(completed), C(message), C(evicted), C(batches), C(passes), ...), or the plan in
+          check mode; C(escalations) lists the Pods deleted instead of evicted this round, as O(escalations) asked.
       type: dict
     terminate:
       description: The termination as it went (C(steps), C(next_step), C(blocked_by), C(released), C(gone), C(actions), ...).

@@ -448,6 +448,23 @@ blockers:
       evidence: {pod: shop/db-0, budget: shop/db, needed_healthy: 3, healthy: 3, expected_pods: 3, disruptions_allowed: 0, min_available: 3}
       verdict: can never clear as things stand
       reason: "budget shop/db: it needs all 3 of its Pods healthy and all are: no eviction is allowed until the budget or the workload changes"
+escalations:
+  description:
+    - The Pods this task deleted instead of evicting, as O(escalations) asked (in check mode, with C(dry_run), the ones
+      it would delete). Each entry has C(pod), C(at), C(dry_run), C(action), C(after_seconds), C(reason),
+      C(namespaces) and C(pod_selector). Each deletion is also a Warning Event C(DrainEscalated) on the Machine.
+  returned: always
+  type: list
+  elements: dict
+  sample:
+    - pod: shop/db-0
+      at: "2026-11-27T13:45:00Z"
+      dry_run: false
+      action: delete_pod
+      after_seconds: 1800
+      reason: "CHG-1234: the db primary's budget is fixed at zero; approved by the storage team"
+      namespaces: [shop]
+      pod_selector: {matchLabels: {app: db}}
 blocked_by:
   description: The preDrain hooks holding the drain, each with C(name) and C(owner) (and C(annotation) on Cluster API).
   returned: when held at the preDrain gate

@@ -18,6 +18,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from ansible_collections.lifecycle.machine.plugins.module_utils._drain.escalations import Escalation, normalize_escalations
 from ansible_collections.lifecycle.machine.plugins.module_utils._drain.rules import normalize_rules
 from ansible_collections.lifecycle.machine.plugins.module_utils._machine.blockers import MAX_BLOCKER_LINES, NEVER, blocker_lines, worst
 from ansible_collections.lifecycle.machine.plugins.module_utils._machine.controller import AUTO, DEFAULT_GRACE, SETTINGS
@@ -114,6 +115,8 @@ class DeleteRequest:
     controller_grace: int = DEFAULT_GRACE
     # wait, or fail a Machine once a blocker can never clear as things stand (docs/stalls.md).
     on_stall: str = "wait"
+    # What the user asked to be done instead of evicting, after a deadline (_drain/escalations.py).
+    escalations: Sequence[Escalation] = ()
 
     @classmethod
     def from_params(cls, params: dict, check_mode: bool, now: float) -> DeleteRequest:
@@ -141,6 +144,7 @@ class DeleteRequest:
             machine_controller=params.get("machine_controller") or AUTO,
             controller_grace=DEFAULT_GRACE if params.get("controller_grace") is None else params["controller_grace"],
             on_stall=params.get("on_stall") or "wait",
+            escalations=normalize_escalations(params.get("escalations")),
         )
 
 
@@ -274,7 +278,8 @@ class Outcome:
 
 def drain_summary(result: dict) -> dict:
     """The part of a machine_drain result worth keeping per Machine."""
-    keys = ("node", "completed", "message", "evicted", "batches", "passes", "skipped_reason", "started_at", "elapsed_seconds", "api_requests", "blockers")
+    keys = ("node", "completed", "message", "evicted", "batches", "passes", "skipped_reason", "started_at", "elapsed_seconds", "api_requests")
+    keys += ("blockers", "escalations")
     return {key: result[key] for key in keys if key in result}
 
 

@@ -300,6 +300,7 @@ class MachineDeletion:
             check_mode=request.check_mode,
             workload=request.workload,
             on_stall=request.on_stall,
+            escalations=request.escalations,
         )
         try:
             # The phase's end is the drain's deadline, given where its KubeApi is made.

@@ -23,6 +23,7 @@ from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 
 from ansible_collections.lifecycle.machine.plugins.module_utils._drain.budgets import budget_groups, covering_budgets, dry_run_allowance, ready
+from ansible_collections.lifecycle.machine.plugins.module_utils._drain.escalations import Escalation, escalation_for
 from ansible_collections.lifecycle.machine.plugins.module_utils._drain.evictions import eviction_failure_message
 from ansible_collections.lifecycle.machine.plugins.module_utils._drain.logic import (
     PDB_MESSAGE,
@@ -262,24 +263,36 @@ def _evict_batch(
     act: bool,
     watched_budgets: list[dict] | None,
     memory: EvictionMemory | None,
+    escalations: Sequence[Escalation] = (),
+    elapsed: float = 0.0,
 ) -> None:
-    """Evict the current batch of a pass into ``result.outcome`` (see :func:`drain_pass`)."""
+    """Evict the current batch of a pass into ``result.outcome`` (see :func:`drain_pass`); the Pods
+    an escalation the user asked for applies to (``elapsed`` seconds into the drain) are deleted instead."""
     # A Pod whose eviction failed other than by a budget's refusal is asked again only
     # after Cluster API's drain retry interval, never in a tight loop.
     held = memory.held_back(to_evict, api.monotonic()) if act and memory is not None else {}
     to_evict = [pod for pod in to_evict if pod_key(pod) not in held]
+    escalated = {pod_key(pod): found for pod in to_evict if (found := escalation_for(pod, escalations, elapsed)) is not None}
+    evicted = [pod for pod in to_evict if pod_key(pod) not in escalated]
     budgets = watched_budgets
     if budgets is None:
-        budgets = list_budgets(api) if len(to_evict) > 1 and not disable_eviction else []
+        budgets = list_budgets(api) if len(evicted) > 1 and not disable_eviction else []
     result.outcome = evict_pods(
         api,
-        to_evict,
+        evicted,
         grace_period=grace_period,
         disable_eviction=disable_eviction,
         dry_run=not act,
         budgets=budgets,
         predict=watched_budgets is not None,
     )
+    if escalated:
+        deleted = evict_pods(api, [pod for pod in to_evict if pod_key(pod) in escalated], grace_period=grace_period, disable_eviction=True, dry_run=not act)
+        result.outcome.evicted.extend(deleted.evicted)
+        result.outcome.gone.extend(deleted.gone)
+        for message, keys in deleted.failures.items():
+            result.outcome.failures.setdefault(message, []).extend(keys)
+        result.escalated = [(key, escalated[key]) for key in deleted.evicted]
     if act and memory is not None:
         memory.remember(to_evict, result.outcome, now=api.monotonic())
     for key, message in sorted(held.items()):
@@ -304,6 +317,7 @@ def drain_pass(
     disable_eviction: bool = False,
     observed: NodeWatch | None = None,
     memory: EvictionMemory | None = None,
+    escalations: Sequence[Escalation] = (),
 ) -> DrainPass:
     """Cordon the Node, classify its Pods and evict the current batch.
 
@@ -362,6 +376,8 @@ def drain_pass(
         act=act,
         watched_budgets=watched_budgets,
         memory=memory,
+        escalations=escalations,
+        elapsed=(now - started_at).total_seconds(),
     )
     result.message = progress_message(started_at, result.plan, result.outcome.failures, result.outcome.gone)
     return result

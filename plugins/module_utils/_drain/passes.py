@@ -37,6 +37,8 @@ class DrainPass:
     resource_version: str | None = None
     unreachable: bool = False
     cordoned: bool = False  # this pass cordoned the Node
+    # Pods this pass deleted instead of evicting, as an escalation the user asked for: (key, Escalation).
+    escalated: list = field(default_factory=list)
 
     @property
     def completed(self) -> bool:

@@ -10,6 +10,7 @@ import datetime as _dt
 import json
 from typing import Any
 
+from ansible_collections.lifecycle.machine.plugins.module_utils._drain.escalations import Escalation
 from ansible_collections.lifecycle.machine.plugins.module_utils._drain.logic import PodDecision, plan_drain
 from ansible_collections.lifecycle.machine.plugins.module_utils._drain.passes import DrainPass
 from ansible_collections.lifecycle.machine.plugins.module_utils._drain.request import DRAINED, DrainRequest
@@ -89,8 +90,18 @@ class DrainReport:
         self.ledger = PodLedger()
         self.node_before: dict | None = None
         self.node_after: dict | None = None
+        # Check mode: what the preview read and decided (the Node, its Pods, the decisions), for machine_delete's
+        # answer for its Machines together (_delete/preflight.py); never part of the result.
+        self.preview: dict | None = None
         # What holds the drain after its last pass (docs/stalls.md).
         self.blockers: list[Blocker] = []
+        # Pods deleted instead of evicted, as the user asked (escalations).
+        self.escalations: list[dict] = []
+
+    def escalated(self, key: str, escalation: Escalation) -> None:
+        """A Pod deleted (in check mode: that would be) instead of evicted, as an escalation asked."""
+        self.escalations.append({"pod": key, "at": rfc3339(now()), "dry_run": self.check_mode, **escalation.as_dict()})
+        self.changed = self.changed or not self.check_mode
 
     def record_pass(self, drain: DrainPass, act: bool) -> None:
         """A pass over the Node (``act`` False: one that wrote nothing)."""
@@ -106,6 +117,7 @@ class DrainReport:
     def record_preview(self, drain: DrainPass) -> None:
         """A pass that wrote nothing, shown as what it would do: the Node cordoned, the current batch evicted."""
         self.record_pass(drain, act=False)
+        self.preview = {"node": drain.node, "pods": list(drain.pods), "decisions": [decision.as_dict() for decision in drain.decisions]}
         if drain.node is not None:
             would_cordon = not is_unschedulable(drain.node)
             self.node_after = with_unschedulable(drain.node, True)
@@ -134,6 +146,7 @@ class DrainReport:
             "elapsed_seconds": round(elapsed, 1),
             "api_requests": api_requests,
             "blockers": [] if completed else as_dicts(self.blockers),
+            "escalations": list(self.escalations),
             **extra,
         }
         if self.node_after is not None:

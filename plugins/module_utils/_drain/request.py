@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ansible_collections.lifecycle.machine.plugins.module_utils._drain.escalations import Escalation, normalize_escalations
 from ansible_collections.lifecycle.machine.plugins.module_utils._drain.rules import normalize_rules
 from ansible_collections.lifecycle.machine.plugins.module_utils._machine.controller import AUTO, DEFAULT_GRACE
 from ansible_collections.lifecycle.machine.plugins.module_utils._options.logic import check_options, empty_names, invalid_names, seconds
@@ -45,6 +46,8 @@ class DrainRequest:
     controller_grace: int = DEFAULT_GRACE
     # wait, or fail once a blocker can never clear as things stand (docs/stalls.md).
     on_stall: str = "wait"
+    # What the user asked to be done instead of evicting, after a deadline (docs/stalls.md).
+    escalations: Sequence[Escalation] = ()
 
     @classmethod
     def from_params(cls, params: dict[str, Any], check_mode: bool) -> DrainRequest:
@@ -53,6 +56,7 @@ class DrainRequest:
         workload = workload_settings(params.get("workload_cluster"), errors)
         check_options("machine_drain", params, BOUNDS, errors=errors)
         rules = normalize_rules(params["rules"] or [])  # validated once, here; bad rules fail before anything is read
+        escalations = normalize_escalations(params.get("escalations"))  # so are escalations
         return cls(
             node=params["node"],
             machine=params["machine"],
@@ -72,6 +76,7 @@ class DrainRequest:
             machine_controller=params.get("machine_controller") or AUTO,
             controller_grace=DEFAULT_GRACE if params.get("controller_grace") is None else params["controller_grace"],
             on_stall=params.get("on_stall") or "wait",
+            escalations=escalations,
         )
 
     @property

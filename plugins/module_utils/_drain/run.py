@@ -36,6 +36,8 @@ from ansible_collections.lifecycle.machine.plugins.module_utils._drain.api impor
     set_unschedulable,
     wait_for_pods,
 )
+from ansible_collections.lifecycle.machine.plugins.module_utils._drain.escalations import EVENT_REASON as ESCALATED_EVENT
+from ansible_collections.lifecycle.machine.plugins.module_utils._drain.escalations import event_message as escalation_event
 from ansible_collections.lifecycle.machine.plugins.module_utils._drain.gates import (
     drain_skip_reason,
     drain_timeout_left,
@@ -53,6 +55,7 @@ from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.client impo
 from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.errors import ApiError, Cancelled, ran_out_of_time, unanswered_cluster
 from ansible_collections.lifecycle.machine.plugins.module_utils._machine.api import (
     DeletionRecorder,
+    emit_event,
     find_node_ref,
     get_cluster,
     get_infrastructure,
@@ -284,6 +287,7 @@ class DrainPasses:
             disable_eviction=self.request.disable_eviction,
             observed=watch,
             memory=self.memory,
+            escalations=self.request.escalations,
         )
         if act and watch is None and self.request.wait and self.watch_starts < MAX_WATCH_STARTS and not drain.completed:
             # A watch that failed (no permission to watch, say) is tried again a few times, then the passes list.
@@ -598,12 +602,23 @@ class DrainRun:
         except (MachineError, ApiError) as exc:
             raise self.failed(exc) from None
         self.report.record_pass(drain, act=True)
+        self.record_escalations(drain)
         return drain
+
+    def record_escalations(self, drain: DrainPass) -> None:
+        """Each Pod a pass deleted instead of evicting, as the user asked: in the result, and as a
+        Warning Event on the Machine naming who asked for it and why (in check mode only the result)."""
+        for key, escalation in drain.escalated:
+            self.report.escalated(key, escalation)
+            if self.recorder is not None and not self.request.check_mode:
+                with contextlib.suppress(ApiError):
+                    emit_event(self.api, self.recorder.machine, "Warning", ESCALATED_EVENT, escalation_event(key, escalation))
 
     def preview(self) -> DrainPass:
         """One pass that writes nothing; what it would do becomes the result."""
         drain = self.passes.one_pass(self.report.node_name, machine=self.machine, started_at=self.report.started_at, act=False)
         self.report.record_preview(drain)
+        self.record_escalations(drain)
         return drain
 
     def after_pass(self, drain: DrainPass) -> dict | None:

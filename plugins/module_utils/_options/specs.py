@@ -27,8 +27,19 @@ STALL_POLICY_DEFAULT = "wait"
 
 
 def stall_spec() -> dict:
-    """``on_stall``, as machine_drain and machine_delete take it."""
-    return {"on_stall": {"type": "str", "default": STALL_POLICY_DEFAULT, "choices": list(STALL_POLICIES)}}
+    """``on_stall`` and ``escalations``, as machine_drain and machine_delete take them
+    (an escalation's keys are checked again, with its duration and selector, by ``_drain/escalations.py``)."""
+    escalation = {
+        "after": {"type": "raw", "required": True},
+        "action": {"type": "str", "default": "delete_pod", "choices": ["delete_pod"]},
+        "reason": {"type": "str", "required": True},
+        "namespaces": {"type": "list", "elements": "str", "default": []},
+        "pod_selector": {"type": "dict"},
+    }
+    return {
+        "on_stall": {"type": "str", "default": STALL_POLICY_DEFAULT, "choices": list(STALL_POLICIES)},
+        "escalations": {"type": "list", "elements": "dict", "default": [], "options": escalation},
+    }
 
 
 def machine_side_spec() -> dict:

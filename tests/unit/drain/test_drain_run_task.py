@@ -36,6 +36,7 @@ EVENTS = f"/api/v1/namespaces/{NS}/events"
 RESULT_KEYS = {
     "changed",
     "blockers",
+    "escalations",
     "state",
     "node",
     "completed",

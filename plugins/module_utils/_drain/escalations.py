@@ -1,0 +1,124 @@
+# Copyright: lifecycle.machine contributors
+# Apache License 2.0 (see LICENSE)
+"""Escalations the user asks for (the ``escalations`` option, docs/stalls.md) (pure).
+
+The machine controllers never override a PodDisruptionBudget: a Pod whose
+eviction a budget refuses is asked again until the budget allows it, however
+long that takes. A user who has decided otherwise for some Pods says so,
+explicitly and on the record: after a deadline counted from the drain's start,
+a Pod of the drain's current batch that is still on the Node (its eviction
+refused, or not allowed yet) and matches the escalation's namespaces and Pod
+selector is deleted with its own grace period instead of evicted - the budget
+is not asked. Each such deletion is recorded as a Warning Event
+``DrainEscalated`` on the Machine, naming the reason the user gave, and in the
+result. Pods the drain skips (DaemonSet, static, skip label or rule) are never
+touched; nothing is escalated before the deadline, in check mode nothing is
+deleted (the result says what would be).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from ansible_collections.lifecycle.machine.plugins.module_utils._drain.selectors import labels_of, match_label_selector, selector_requirements
+from ansible_collections.lifecycle.machine.plugins.module_utils._errors import MachineError
+from ansible_collections.lifecycle.machine.plugins.module_utils._options.logic import namespace_error
+from ansible_collections.lifecycle.machine.plugins.module_utils._timeutil import go_duration_seconds
+
+DELETE_POD = "delete_pod"
+ACTIONS = (DELETE_POD,)
+KEYS = ("after", "action", "reason", "namespaces", "pod_selector")
+EVENT_REASON = "DrainEscalated"
+
+
+@dataclass(frozen=True)
+class Escalation:
+    """One escalation the user asked for."""
+
+    after: float  # seconds from the drain's start
+    reason: str  # who asked and why, as the user wrote it
+    action: str = DELETE_POD
+    namespaces: tuple[str, ...] = ()  # none: every namespace
+    pod_selector: dict | None = None  # none: every Pod
+
+    def applies(self, pod: dict, elapsed: float) -> bool:
+        """Whether ``pod`` is escalated ``elapsed`` seconds after the drain started."""
+        if elapsed < self.after:
+            return False
+        if self.namespaces and pod["metadata"].get("namespace") not in self.namespaces:
+            return False
+        return self.pod_selector is None or match_label_selector(self.pod_selector, labels_of(pod))
+
+    def as_dict(self) -> dict:
+        return {
+            "action": self.action,
+            "after_seconds": self.after,
+            "reason": self.reason,
+            "namespaces": list(self.namespaces),
+            "pod_selector": self.pod_selector,
+        }
+
+
+def normalize_escalations(entries: Sequence[dict] | None) -> tuple[Escalation, ...]:
+    """The ``escalations`` option as Escalations; MachineError naming every bad entry (before anything is touched)."""
+    errors: list[str] = []
+    found: list[Escalation] = []
+    for index, entry in enumerate(entries or []):
+        where = f"escalations[{index}]"
+        if not isinstance(entry, dict):
+            errors.append(f"{where} must be a mapping, not {type(entry).__name__}")
+            continue
+        unknown = sorted(set(entry) - set(KEYS))
+        if unknown:
+            errors.append(f"{where} has unknown keys {unknown} (known: {list(KEYS)})")
+        after = _after(entry.get("after"))
+        if after is None:
+            errors.append(f"{where}.after must be a duration (seconds, or a Go duration such as 30m), not {entry.get('after')!r}")
+        reason = entry.get("reason")
+        if not isinstance(reason, str) or not reason.strip():
+            errors.append(f"{where}.reason must say who asked for it and why: it is recorded on the Machine")
+        action = entry.get("action") or DELETE_POD
+        if action not in ACTIONS:
+            errors.append(f"{where}.action must be one of {list(ACTIONS)}, not {action!r}")
+        namespaces = entry.get("namespaces") or []
+        if not isinstance(namespaces, list):
+            errors.append(f"{where}.namespaces must be a list of namespace names")
+            namespaces = []
+        errors.extend(error for error in (namespace_error(f"{where}.namespaces", name) for name in namespaces) if error)
+        selector = entry.get("pod_selector")
+        if selector is not None:
+            try:
+                selector_requirements(selector)
+            except (MachineError, ValueError, TypeError) as exc:
+                errors.append(f"{where}.pod_selector: {getattr(exc, 'msg', None) or exc}")
+        if not errors and after is not None:
+            found.append(Escalation(after=after, reason=reason.strip(), action=action, namespaces=tuple(namespaces), pod_selector=selector))
+    if errors:
+        raise MachineError("Invalid escalations: " + "; ".join(errors) + "; nothing was changed")
+    return tuple(found)
+
+
+def _after(value: object) -> float | None:
+    """Seconds of ``after`` (whole seconds, or a Go duration; 0: at once); None when it is no duration."""
+    if isinstance(value, bool) or value is None:
+        return None
+    if isinstance(value, int):
+        return value if value >= 0 else None
+    if isinstance(value, str) and value.strip().isdigit():
+        return int(value.strip())
+    try:
+        seconds = go_duration_seconds(str(value))
+    except ValueError:
+        return None
+    return seconds if seconds >= 0 else None
+
+
+def escalation_for(pod: dict, escalations: Sequence[Escalation], elapsed: float) -> Escalation | None:
+    """The first escalation that applies to ``pod`` now (in the order the user gave them), or None."""
+    return next((escalation for escalation in escalations if escalation.applies(pod, elapsed)), None)
+
+
+def event_message(pod_key: str, escalation: Escalation) -> str:
+    """The DrainEscalated Event's message: what was done, after how long, and who asked for it."""
+    return f"Deleted Pod {pod_key} instead of evicting it, {escalation.after:g} s after the drain started, as asked: {escalation.reason}"
