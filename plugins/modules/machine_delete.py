@@ -267,17 +267,45 @@ clock:
   type: dict
 preflight:
   description:
-    - In check mode, the answer for the chosen Machines together, from each one's planned drain and what holds it -
-      C(would_finish) (keys of the Machines nothing would hold), C(would_wait) (key to what it would wait on) and
-      C(can_never_finish) (key to what can never clear as things stand, or why it failed). Nothing is changed.
+    - In check mode, the answer for the chosen Machines together, from each one's planned drain and what holds it, and
+      from what the batch does to itself (docs/stalls.md) - C(would_finish) (keys of the Machines nothing would hold),
+      C(would_wait) (key to what it would wait on), C(can_never_finish) (key to what can never clear as things stand, or
+      why it failed) and C(would_lose) (key to the workloads its deletion would lose or take down, which do not hold it).
+      Nothing is changed, and nothing is waited for.
+    - C(batch) holds the findings - C(findings) (each with C(kind) V(batch budget), V(no node for replacements),
+      V(unreplicated pod), V(single replica) or V(every replica in the batch), C(machines), C(object), C(evidence),
+      C(verdict), C(reason) and C(holds), whether it holds the deletions), C(concurrency), C(suggested_concurrency) (the
+      largest concurrency at which no budget shared by the Machines serialises their drains, or 1), C(counted) (the
+      Machines whose drain preview was counted) and C(not_counted) (per cluster, what could not be read).
   returned: in check mode
   type: dict
   sample:
     would_finish: [default/worker-1]
-    would_wait: {}
+    would_wait:
+      default/worker-3:
+        - "clears by itself: batch budget PodDisruptionBudget default/web: it allows 1 disruption now and the batch evicts 2 of
+          its healthy Pods from 2 Machines (2 at once at concurrency 10, 2 Machines side by side): the budget serialises the
+          drains, each eviction waiting for a replacement to be Ready"
     can_never_finish:
       default/worker-2:
         - "can never clear as things stand: budget refusal Pod default/db-0: budget default/db: its maxUnavailable is 0: it allows no eviction at all"
+    would_lose:
+      default/worker-1:
+        - "needs someone to act: unreplicated pod Pod default/solo: evicted and never recreated (no controller): its workload is
+          lost with the Machine; move or back it up first if it matters"
+    batch:
+      concurrency: 10
+      suggested_concurrency: 1
+      counted: [default/worker-1, default/worker-2, default/worker-3]
+      not_counted: {}
+      findings:
+        - kind: batch budget
+          machines: [default/worker-2, default/worker-3]
+          object: PodDisruptionBudget default/web
+          verdict: clears by itself
+          holds: true
+          evidence: {budget: default/web, disruptions_allowed: 1, to_evict: 2, at_once: 2, never_back: []}
+          reason: "it allows 1 disruption now and the batch evicts 2 of its healthy Pods from 2 Machines ..."
 metrics:
   description:
     - Numbers to graph, by Machine (C(namespace/name)) - C(phase_seconds) (the seconds spent in V(drain) and V(terminate)

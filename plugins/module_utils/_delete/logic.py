@@ -18,6 +18,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from ansible_collections.lifecycle.machine.plugins.module_utils._delete.preflight import batch_findings, finding_line
 from ansible_collections.lifecycle.machine.plugins.module_utils._drain.escalations import Escalation, normalize_escalations
 from ansible_collections.lifecycle.machine.plugins.module_utils._drain.rules import normalize_rules
 from ansible_collections.lifecycle.machine.plugins.module_utils._machine.blockers import MAX_BLOCKER_LINES, NEVER, blocker_lines, worst
@@ -331,10 +332,13 @@ def machine_metrics(outcome: Outcome, clock: dict, now: float) -> dict:
     }
 
 
-def preflight(outcomes: list[Outcome]) -> dict:
+def preflight(outcomes: list[Outcome], facts: dict | None = None, concurrency: int = 1) -> dict:
     """Check mode's answer for the chosen Machines together (docs/stalls.md): which would
     finish, which would wait and on what, which can never finish as things stand and why,
-    from each Machine's planned steps and what holds it now."""
+    from each Machine's planned steps and what holds it now, and from what the batch does to
+    itself (``facts``, what the run read for ``_delete/preflight.py``, at ``concurrency``):
+    its findings move a Machine they hold to ``would_wait`` or ``can_never_finish``, and those
+    that only cost a workload are listed under ``would_lose``."""
     answer: dict = {"would_finish": [], "would_wait": {}, "can_never_finish": {}}
     for outcome in sorted(outcomes, key=lambda o: o.key):
         verdict = worst(outcome.blockers)
@@ -349,7 +353,23 @@ def preflight(outcomes: list[Outcome]) -> dict:
             answer["would_wait"][outcome.key] = lines
         else:
             answer["would_finish"].append(outcome.key)
-    return answer
+    if facts is None:
+        return answer
+    batch = batch_findings(facts, concurrency)
+    answer["would_lose"] = {}
+    for finding in batch["findings"]:
+        line = finding_line(finding)
+        for key in finding["machines"]:
+            if not finding["holds"]:
+                answer["would_lose"].setdefault(key, []).append(line)
+            elif finding["verdict"] == NEVER or key in answer["can_never_finish"]:
+                answer["would_wait"].pop(key, None)
+                answer["can_never_finish"].setdefault(key, []).append(line)
+            else:
+                answer["would_wait"].setdefault(key, []).append(line)
+            if finding["holds"] and key in answer["would_finish"]:
+                answer["would_finish"].remove(key)
+    return {**answer, "batch": batch}
 
 
 def deletion_seconds(outcomes: list[Outcome], clock: dict, now: float) -> float | None:

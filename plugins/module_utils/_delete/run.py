@@ -10,6 +10,7 @@ from __future__ import annotations
 import time
 from concurrent.futures import ThreadPoolExecutor
 
+from ansible_collections.lifecycle.machine.plugins.module_utils._delete.api import read_batch
 from ansible_collections.lifecycle.machine.plugins.module_utils._delete.logic import (
     AWAITING_INSTANCE,
     DONE,
@@ -85,6 +86,8 @@ class MachineDeletion:
         self.again: tuple[str, int] | None = None
         # When this task marked the Machine (epoch seconds).
         self.marked_at: float | None = None
+        # Check mode: what its drain preview read (``DrainReport.preview``), for the preflight of the Machines together.
+        self.preview: dict | None = None
 
     @property
     def key(self) -> str:
@@ -309,6 +312,7 @@ class MachineDeletion:
                 result = run.run()
             finally:
                 scope.seen(run.machine)  # the Machine as the drain last saw or wrote it
+                self.preview = run.report.preview
         except MachineError as exc:
             outcome.drain = drain_summary(exc.result)
             outcome.changed |= bool(exc.result.get("changed"))
@@ -376,6 +380,11 @@ class MachineDeletion:
             outcome.status, outcome.step = IN_PROGRESS, result.get("next_step") or TERMINATE
 
 
+def previews(deletions: list[MachineDeletion]) -> list[tuple[str, dict | None, dict | None]]:
+    """(key, the Machine as last read, its drain preview) of each Machine, for the preflight (check mode)."""
+    return [(deletion.key, deletion.last, deletion.preview) for deletion in deletions]
+
+
 def delete_machines(api: KubeApi, request: DeleteRequest) -> dict:
     """Delete every Machine of the request side by side; the module result."""
     for api_version in sorted({machine["api_version"] for machine in request.machines if machine.get("api_version")}):
@@ -413,7 +422,7 @@ def delete_machines(api: KubeApi, request: DeleteRequest) -> dict:
         "progress": progress_lines(outcomes, elapsed, clock=clock, now=now),
         "clock": {key: phases for key, phases in clock.items() if key in known},
         "metrics": {outcome.key: machine_metrics(outcome, clock, now) for outcome in outcomes},
-        **({"preflight": preflight(outcomes)} if request.check_mode else {}),
+        **({"preflight": preflight(outcomes, read_batch(api, request.workload, previews(deletions)), request.concurrency)} if request.check_mode else {}),
         "elapsed_seconds": round(elapsed, 1),
         "api_requests": api.total_requests,
     }

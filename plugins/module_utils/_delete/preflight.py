@@ -1,0 +1,424 @@
+# Copyright: lifecycle.machine contributors
+# Apache License 2.0 (see LICENSE)
+"""Check mode's answer for the chosen Machines together (pure; docs/stalls.md,
+"Asking before starting"): what the batch does to itself.
+
+Each Machine's drain preview judges it alone. Deleted together, the Machines
+also meet one another: a PodDisruptionBudget whose Pods sit on several of them
+lets only so many go at once, a Pod that nothing recreates is lost, and the
+replacement of an evicted Pod needs a Node that is not itself being drained.
+:func:`batch_findings` takes what the check-mode run read (each Machine's
+drain preview: its Node, its Pods and what the drain decided about each; and
+per workload cluster one list of the Nodes and of the budgets, and the
+controllers of the Pods to evict) and returns one finding per thing the batch
+does to itself, each with the Machines, the objects, the evidence and a
+verdict as a blocker has one, and the largest concurrency at which no budget
+shared by the Machines serialises their drains.
+
+The rules, in docs/stalls.md:
+
+- a Pod is *to evict* when the drain decided ``Drain``, it is not terminating
+  and it still runs; a budget counts it healthy when it is Ready;
+- it *comes back* when a controller recreates it (not a bare Pod, not the Pod
+  of a DaemonSet that is gone) and some Node outside the batch can take its
+  replacement: Ready, not cordoned, not being deleted, no NoSchedule /
+  NoExecute taint the Pod does not tolerate, and every label of its
+  ``nodeSelector``;
+- a budget allowing ``A`` disruptions now, with ``k`` of its healthy Pods to
+  evict in the batch of which ``u`` never come back: ``k <= A`` all go at once;
+  ``u > A`` can never finish (after ``A`` of them the budget never allows
+  again); ``u == A > 0`` with Pods that do come back finishes only if those go
+  first; otherwise the drains are serialised by the budget and wait, each
+  eviction for a replacement to be Ready;
+- the suggested concurrency is the largest ``c`` such that, for every budget
+  with Pods on two Machines or more, the ``c`` Machines holding most of its
+  healthy Pods hold no more than it allows; 1 when no ``c`` does.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from ansible_collections.lifecycle.machine.plugins.module_utils._drain.budgets import covering_budgets, ready
+from ansible_collections.lifecycle.machine.plugins.module_utils._drain.logic import WARNING_NO_CONTROLLER, WARNING_ORPHANED_DAEMONSET
+from ansible_collections.lifecycle.machine.plugins.module_utils._drain.pods import controller_of, is_running, pod_key
+from ansible_collections.lifecycle.machine.plugins.module_utils._drain.rules import DRAIN
+from ansible_collections.lifecycle.machine.plugins.module_utils._drain.stalls import budget_evidence, never_allows
+from ansible_collections.lifecycle.machine.plugins.module_utils._machine.blockers import CLEARS, NEEDS_ACTION, NEVER
+from ansible_collections.lifecycle.machine.plugins.module_utils._machine.nodes import is_unschedulable
+
+# Kinds of what the batch does to itself.
+KIND_SHARED_BUDGET = "batch budget"
+KIND_UNREPLICATED = "unreplicated pod"
+KIND_SINGLE_REPLICA = "single replica"
+KIND_WHOLE_WORKLOAD = "every replica in the batch"
+KIND_NO_NODE = "no node for replacements"
+
+# Taint effects that keep a Pod off a Node it does not tolerate.
+_BLOCKING_EFFECTS = ("NoSchedule", "NoExecute")
+# At most this many Pods named in a finding's object line (the evidence has them all).
+_MAX_NAMED = 3
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One thing the batch does to itself. ``holds``: whether it holds a deletion (a budget
+    that serialises or stops the drains), or only costs a workload (lost, or down for a while)."""
+
+    kind: str
+    machines: tuple[str, ...]
+    object: str
+    verdict: str
+    reason: str
+    holds: bool
+    evidence: dict[str, Any] = field(default_factory=dict)
+
+    def as_dict(self) -> dict:
+        return {
+            "kind": self.kind,
+            "machines": list(self.machines),
+            "object": self.object,
+            "evidence": dict(self.evidence),
+            "verdict": self.verdict,
+            "reason": self.reason,
+            "holds": self.holds,
+        }
+
+
+@dataclass
+class _Pod:
+    """A Pod to evict, with what the batch needs to know of it."""
+
+    machine: str
+    cluster: str
+    pod: dict
+    recreated: bool  # a controller recreates it
+    home: bool | None = None  # a Node outside the batch can take its replacement (None: not known)
+
+    @property
+    def key(self) -> str:
+        return pod_key(self.pod)
+
+    @property
+    def comes_back(self) -> bool:
+        return self.recreated and self.home is not False
+
+
+def _names(keys: list[str]) -> str:
+    shown = ", ".join(keys[:_MAX_NAMED])
+    return shown + (f" and {len(keys) - _MAX_NAMED} more" if len(keys) > _MAX_NAMED else "")
+
+
+def _plural(count: int, word: str) -> str:
+    return f"{count} {word}{'' if count == 1 else 's'}"
+
+
+# ---------------------------------------------------------------------------
+# Nodes
+
+
+def _node_ready(node: dict) -> bool:
+    return any(c.get("type") == "Ready" and c.get("status") == "True" for c in (node.get("status") or {}).get("conditions") or [])
+
+
+def _tolerates(pod: dict, taint: dict) -> bool:
+    """Whether one of the Pod's tolerations tolerates ``taint`` (the scheduler's rule)."""
+    for toleration in (pod.get("spec") or {}).get("tolerations") or []:
+        if toleration.get("effect") and toleration.get("effect") != taint.get("effect"):
+            continue
+        if toleration.get("operator") == "Exists":
+            if not toleration.get("key") or toleration.get("key") == taint.get("key"):
+                return True
+        elif toleration.get("key") == taint.get("key") and (toleration.get("value") or "") == (taint.get("value") or ""):
+            return True
+    return False
+
+
+def why_not(node: dict, pod: dict | None = None) -> str | None:
+    """Why ``node`` cannot take a new Pod (like ``pod``), None when it can."""
+    if (node.get("metadata") or {}).get("deletionTimestamp"):
+        return "being deleted"
+    if is_unschedulable(node):
+        return "cordoned"
+    if not _node_ready(node):
+        return "not Ready"
+    for taint in (node.get("spec") or {}).get("taints") or []:
+        if taint.get("effect") in _BLOCKING_EFFECTS and (pod is None or not _tolerates(pod, taint)):
+            return f"tainted {taint.get('key')}{'=' + taint['value'] if taint.get('value') else ''}:{taint.get('effect')}"
+    if pod is not None:
+        labels = (node.get("metadata") or {}).get("labels") or {}
+        selector = (pod.get("spec") or {}).get("nodeSelector") or {}
+        missing = sorted(key for key, value in selector.items() if labels.get(key) != value)
+        if missing:
+            return f"not selected by its nodeSelector ({', '.join(missing)})"
+    return None
+
+
+def _outside(nodes: list[dict], batch_nodes: set[str]) -> list[dict]:
+    return [node for node in nodes if (node.get("metadata") or {}).get("name") not in batch_nodes]
+
+
+# ---------------------------------------------------------------------------
+# The Pods to evict
+
+
+def _to_evict(machine: dict) -> list[tuple[dict, dict]]:
+    """(Pod, decision) of the Pods the Machine's drain would evict."""
+    pods = {pod_key(pod): pod for pod in machine.get("pods") or []}
+    found = []
+    for decision in machine.get("decisions") or []:
+        key = f"{decision.get('namespace')}/{decision.get('name')}"
+        pod = pods.get(key)
+        if pod is None or decision.get("behavior") != DRAIN or decision.get("terminating") or not is_running(pod):
+            continue
+        found.append((pod, decision))
+    return found
+
+
+def _recreated(pod: dict, decision: dict) -> bool:
+    warnings = decision.get("warnings") or []
+    return controller_of(pod) is not None and WARNING_NO_CONTROLLER not in warnings and WARNING_ORPHANED_DAEMONSET not in warnings
+
+
+def _workload(pod: dict, controllers: dict) -> tuple[str, dict | None]:
+    """How a Pod's workload is named (``Deployment shop/web``) and its controller as read (None: not read)."""
+    ref = controller_of(pod) or {}
+    known = controllers.get(ref.get("uid") or "")
+    namespace = (pod.get("metadata") or {}).get("namespace")
+    if known is not None and known.get("owner"):
+        return f"{known['owner']['kind']} {namespace}/{known['owner']['name']}", known
+    return f"{ref.get('kind')} {namespace}/{ref.get('name')}", known
+
+
+# ---------------------------------------------------------------------------
+# The findings
+
+
+def _budget_findings(pods: list[_Pod], budgets: list[dict], concurrency: int, lost: set[str]) -> tuple[list[Finding], dict[str, list[int]]]:
+    """The budgets the batch's Pods meet; and, per budget with healthy Pods on two Machines or more,
+    its allowance followed by its healthy Pods per Machine, most first (for the suggested concurrency)."""
+    under: dict[str, tuple[dict, list[_Pod]]] = {}
+    for pod in pods:
+        covering = covering_budgets(pod.pod, budgets)
+        if len(covering) != 1:
+            continue  # none, or two: the eviction API refuses the Pod whatever they allow (the Machine's own blocker)
+        name = budget_evidence(covering[0])["budget"]
+        under.setdefault(name, (covering[0], []))[1].append(pod)
+    findings, shares = [], {}
+    for name, (budget, members) in sorted(under.items()):
+        healthy = [pod for pod in members if ready(pod.pod)]
+        per_machine: dict[str, list[str]] = {}
+        for pod in healthy:
+            per_machine.setdefault(pod.machine, []).append(pod.key)
+        allowed = (budget.get("status") or {}).get("disruptionsAllowed")
+        if not healthy or not isinstance(allowed, int):
+            continue  # nothing it counts is evicted, or not counted by the disruption controller yet: never judged
+        counts = sorted((len(keys) for keys in per_machine.values()), reverse=True)
+        if len(per_machine) > 1:
+            shares[name] = [allowed, *counts]
+        machines = tuple(sorted(per_machine))
+        never_back = sorted(pod.key for pod in healthy if not pod.comes_back)
+        at_once = sum(counts[: max(1, concurrency)])
+        evidence = {
+            **budget_evidence(budget),
+            "pods_by_machine": {machine: sorted(keys) for machine, keys in sorted(per_machine.items())},
+            "to_evict": len(healthy),
+            "never_back": never_back,
+            "concurrency": concurrency,
+            "at_once": at_once,
+        }
+        pods_text = _names(sorted(pod.key for pod in healthy))
+        subject = f"PodDisruptionBudget {name}"
+        never = never_allows(budget)
+        if never and len(per_machine) > 1:
+            reason = f"{never}; its Pods {pods_text} sit on {_plural(len(per_machine), 'Machine')} of the batch, and none of them can go"
+            findings.append(Finding(KIND_SHARED_BUDGET, machines, subject, NEVER, reason, True, evidence))
+        elif never:
+            continue  # one Machine: its own preview says so
+        elif len(never_back) > allowed:
+            why = _why_never_back(never_back, lost)
+            reason = (
+                f"it allows {allowed} disruption{'s' if allowed != 1 else ''} now and {len(never_back)} of the {len(healthy)} healthy Pods the batch"
+                f" evicts never come back ({why}): once {allowed} of them {'is' if allowed == 1 else 'are'} gone it never allows again, and"
+                f" {_names(never_back[allowed:])} {'stays' if len(never_back) - allowed == 1 else 'stay'}"
+            )
+            findings.append(Finding(KIND_SHARED_BUDGET, machines, subject, NEVER, reason, True, evidence))
+        elif len(never_back) == allowed and allowed > 0 and len(healthy) > allowed:
+            why = _why_never_back(never_back, lost)
+            reason = (
+                f"it allows {allowed} now and {_names(never_back)} never come back ({why}): the drains finish only if the other Pods go first;"
+                " delete those Machines first, or move the Pods that never come back"
+            )
+            findings.append(Finding(KIND_SHARED_BUDGET, machines, subject, NEEDS_ACTION, reason, True, evidence))
+        elif at_once > allowed and len(per_machine) > 1:
+            side = min(max(1, concurrency), len(per_machine))
+            reason = (
+                f"it allows {allowed} disruption{'s' if allowed != 1 else ''} now and the batch evicts {len(healthy)} of its healthy Pods from"
+                f" {_plural(len(per_machine), 'Machine')} ({at_once} at once at concurrency {concurrency}, {side} Machine{'s' if side != 1 else ''}"
+                " side by side): the budget serialises the drains, each eviction waiting for a replacement to be Ready"
+            )
+            findings.append(Finding(KIND_SHARED_BUDGET, machines, subject, CLEARS, reason, True, evidence))
+    return findings, shares
+
+
+def _why_never_back(keys: list[str], lost: set[str]) -> str:
+    bare = [key for key in keys if key in lost]
+    if len(bare) == len(keys):
+        return "nothing recreates them"
+    if not bare:
+        return "no Node outside the batch can take their replacements"
+    return "nothing recreates some, no Node outside the batch can take the others' replacements"
+
+
+def _unreplicated(pods: list[_Pod]) -> list[Finding]:
+    by_machine: dict[str, list[str]] = {}
+    for pod in pods:
+        if not pod.recreated:
+            by_machine.setdefault(pod.machine, []).append(pod.key)
+    findings = []
+    for machine, keys in sorted(by_machine.items()):
+        keys.sort()
+        reason = (
+            f"evicted and never recreated (no controller): {'its workload is' if len(keys) == 1 else 'their workloads are'} lost with the Machine;"
+            " move or back it up first if it matters"
+        )
+        findings.append(
+            Finding(KIND_UNREPLICATED, (machine,), f"Pod{'s' if len(keys) > 1 else ''} {_names(keys)}", NEEDS_ACTION, reason, False, {"pods": keys})
+        )
+    return findings
+
+
+def _replicas(pods: list[_Pod], budgets: list[dict], controllers: dict) -> list[Finding]:
+    """Single-replica workloads, and workloads whose every replica the batch evicts with no budget to pace it."""
+    by_workload: dict[str, tuple[dict | None, list[_Pod]]] = {}
+    for pod in pods:
+        if pod.recreated:
+            name, known = _workload(pod.pod, controllers)
+            by_workload.setdefault(name, (known, []))[1].append(pod)
+    findings = []
+    for name, (known, members) in sorted(by_workload.items()):
+        replicas = (known or {}).get("replicas")
+        if not isinstance(replicas, int) or replicas < 1:
+            continue
+        covering = [budget for pod in members for budget in covering_budgets(pod.pod, budgets)]
+        machines = tuple(sorted({pod.machine for pod in members}))
+        keys = sorted(pod.key for pod in members)
+        evidence: dict[str, Any] = {"workload": name, "replicas": replicas, "pods": keys}
+        homeless = any(pod.home is False for pod in members)
+        if replicas == 1:
+            never = next((never_allows(budget) for budget in covering if never_allows(budget)), None)
+            if never:
+                budget = next(budget for budget in covering if never_allows(budget))
+                evidence.update(budget_evidence(budget))
+                reason = f"its one Pod is behind budget {evidence['budget']}: {never}; scale it up or change the budget"
+                findings.append(Finding(KIND_SINGLE_REPLICA, machines, name, NEVER, reason, True, evidence))
+            elif homeless:
+                reason = "its one Pod is evicted and no Node outside the batch can take the replacement: the workload is down until one can"
+                findings.append(Finding(KIND_SINGLE_REPLICA, machines, name, NEEDS_ACTION, reason, False, evidence))
+            else:
+                reason = "its one Pod is evicted: the workload is down until the replacement is Ready on another Node"
+                findings.append(Finding(KIND_SINGLE_REPLICA, machines, name, CLEARS, reason, False, evidence))
+        elif len(members) >= replicas and not covering:
+            reason = (
+                f"all {replicas} of its Pods are on Machines of the batch and no budget paces their evictions: it can be down while they are"
+                f" drained (all at once when {_plural(len(machines), 'Machine')} drain side by side); a budget would make the drains wait for replacements"
+            )
+            if homeless:
+                reason += "; no Node outside the batch can take the replacements, so it stays down until one can"
+            findings.append(Finding(KIND_WHOLE_WORKLOAD, machines, name, NEEDS_ACTION if homeless else CLEARS, reason, False, evidence))
+    return findings
+
+
+def _no_node(cluster: str, pods: list[_Pod], outside: list[dict], never_budgets: list[Finding]) -> Finding | None:
+    homeless = [pod for pod in pods if pod.recreated and pod.home is False]
+    if not homeless:
+        return None
+    machines = tuple(sorted({pod.machine for pod in homeless}))
+    keys = sorted(pod.key for pod in homeless)
+    nodes = {(node.get("metadata") or {}).get("name"): why_not(node, homeless[0].pod) or "cannot take all of them" for node in outside}
+    where = f"the workload cluster {cluster}" if cluster else "the cluster"
+    evidence: dict[str, Any] = {"cluster": cluster or None, "pods": keys, "nodes_outside_batch": nodes}
+    if nodes:
+        why = "; ".join(f"{name}: {reason}" for name, reason in sorted(nodes.items())[:_MAX_NAMED])
+        head = f"no Node of {where} outside the batch can take their replacements ({why}{' ...' if len(nodes) > _MAX_NAMED else ''})"
+    else:
+        head = f"{where} has no Node outside the batch"
+    stopped = sorted({finding.evidence["budget"] for finding in never_budgets if set(finding.evidence.get("never_back") or ()) & set(keys)})
+    if stopped:
+        evidence["budgets"] = stopped
+        named = ", ".join(f"budget {name}" for name in stopped)
+        reason = f"{head}: the replacement Pods stay Pending, so {named} never allow{'s' if len(stopped) == 1 else ''} again"
+        return Finding(KIND_NO_NODE, machines, f"Pod{'s' if len(keys) > 1 else ''} {_names(keys)}", NEVER, reason, True, evidence)
+    reason = f"{head}: the replacement Pods stay Pending and their workloads are down until a Node can take them"
+    return Finding(KIND_NO_NODE, machines, f"Pod{'s' if len(keys) > 1 else ''} {_names(keys)}", NEEDS_ACTION, reason, False, evidence)
+
+
+def suggested_concurrency(shares: dict[str, list[int]], machines: int) -> int:
+    """The largest concurrency at which no budget shared by the Machines serialises their drains
+    (``shares``: budget -> [allowed, healthy Pods per Machine, most first]); 1 when none does."""
+    best = max(1, machines)
+    for allowed, *counts in shares.values():
+        fits = 0
+        while fits < len(counts) and sum(counts[: fits + 1]) <= allowed:
+            fits += 1
+        if fits < len(counts):  # more of its Machines side by side than that would be serialised
+            best = min(best, max(1, fits))
+    return max(1, best)
+
+
+def batch_findings(facts: dict, concurrency: int) -> dict:
+    """What the batch does to itself, from what the check-mode run read (``facts``):
+
+    ``machines``: one entry per Machine whose drain was previewed - ``key``, ``cluster`` (where its Node
+    is, "" for the task's own cluster), ``node`` (name), ``pods`` (as the preview read them) and
+    ``decisions`` (what the drain decided about each, ``PodDecision.as_dict``);
+    ``clusters``: per cluster, ``nodes`` and ``budgets`` (None when they could not be listed) and
+    ``controllers`` (controller UID -> ``kind``, ``name``, ``replicas``, ``owner``: ``{kind, name}``).
+
+    Returns ``findings`` (dicts: those that hold a deletion first, the gravest first), ``suggested_concurrency``,
+    ``concurrency``, ``counted`` (the Machines counted) and ``not_counted`` (per cluster, what could not be read)."""
+    clusters = facts.get("clusters") or {}
+    machines = [machine for machine in facts.get("machines") or [] if machine.get("node")]
+    batch_nodes: dict[str, set[str]] = {}
+    for machine in machines:
+        batch_nodes.setdefault(machine.get("cluster") or "", set()).add(machine["node"])
+    pods: list[_Pod] = []
+    for machine in machines:
+        cluster = machine.get("cluster") or ""
+        for pod, decision in _to_evict(machine):
+            pods.append(_Pod(machine["key"], cluster, pod, _recreated(pod, decision)))
+    findings: list[Finding] = []
+    shares: dict[str, list[int]] = {}
+    for cluster in sorted({pod.cluster for pod in pods}):
+        here = [pod for pod in pods if pod.cluster == cluster]
+        known = clusters.get(cluster) or {}
+        nodes = known.get("nodes")
+        outside = _outside(nodes, batch_nodes.get(cluster, set())) if nodes is not None else []
+        if nodes is not None:
+            for pod in here:
+                pod.home = any(why_not(node, pod.pod) is None for node in outside)
+        lost = {pod.key for pod in here if not pod.recreated}
+        budgets = known.get("budgets") or []
+        found, cluster_shares = _budget_findings(here, budgets, concurrency, lost)
+        shares.update({f"{cluster}|{name}": share for name, share in cluster_shares.items()})
+        findings.extend(found)
+        findings.extend(_unreplicated(here))
+        findings.extend(_replicas(here, budgets, known.get("controllers") or {}))
+        no_node = _no_node(cluster, here, outside, [finding for finding in found if finding.verdict == NEVER])
+        if no_node is not None:
+            findings.append(no_node)
+    order = {NEVER: 0, NEEDS_ACTION: 1, CLEARS: 2}
+    findings.sort(key=lambda finding: (not finding.holds, order[finding.verdict], finding.kind, finding.object))
+    return {
+        "findings": [finding.as_dict() for finding in findings],
+        "concurrency": concurrency,
+        "suggested_concurrency": suggested_concurrency(shares, len(machines)),
+        "counted": sorted(machine["key"] for machine in machines),
+        "not_counted": {cluster or "the cluster": list(known["errors"]) for cluster, known in sorted(clusters.items()) if known.get("errors")},
+    }
+
+
+def finding_line(finding: dict) -> str:
+    """A finding as a preflight line (as docs/stalls.md shows a blocker)."""
+    return f"{finding['verdict']}: {finding['kind']} {finding['object']}: {finding['reason']}"
