@@ -26,8 +26,9 @@ The rules, in docs/stalls.md:
   ``nodeSelector``;
 - a budget allowing ``A`` disruptions now, with ``k`` of its healthy Pods to
   evict in the batch of which ``u`` never come back: ``k <= A`` all go at once;
-  ``u > A`` can never finish (after ``A`` of them the budget never allows
-  again); ``u == A > 0`` with Pods that do come back finishes only if those go
+  ``u > M`` (``M``: what it allows at most, once every Pod it expects is
+  healthy) can never finish (after ``M`` of them the budget never allows
+  again); ``u == M > 0`` with Pods that do come back finishes only if those go
   first; otherwise the drains are serialised by the budget and wait, each
   eviction for a replacement to be Ready;
 - the suggested concurrency is the largest ``c`` such that, for every budget
@@ -215,6 +216,10 @@ def _budget_findings(pods: list[_Pod], budgets: list[dict], concurrency: int, lo
         if not healthy or not isinstance(allowed, int):
             continue  # nothing it counts is evicted, or not counted by the disruption controller yet: never judged
         counts = sorted((len(keys) for keys in per_machine.values()), reverse=True)
+        # What it allows at most, once every Pod it expects is healthy: the Pods that never come back can only use that up.
+        status = budget.get("status") or {}
+        expected, needed = status.get("expectedPods"), status.get("desiredHealthy")
+        most = max(allowed, expected - needed) if isinstance(expected, int) and isinstance(needed, int) else allowed
         if len(per_machine) > 1:
             shares[name] = [allowed, *counts]
         machines = tuple(sorted(per_machine))
@@ -225,6 +230,7 @@ def _budget_findings(pods: list[_Pod], budgets: list[dict], concurrency: int, lo
             "pods_by_machine": {machine: sorted(keys) for machine, keys in sorted(per_machine.items())},
             "to_evict": len(healthy),
             "never_back": never_back,
+            "allows_at_most": most,
             "concurrency": concurrency,
             "at_once": at_once,
         }
@@ -236,18 +242,18 @@ def _budget_findings(pods: list[_Pod], budgets: list[dict], concurrency: int, lo
             findings.append(Finding(KIND_SHARED_BUDGET, machines, subject, NEVER, reason, True, evidence))
         elif never:
             continue  # one Machine: its own preview says so
-        elif len(never_back) > allowed:
+        elif len(never_back) > most:
             why = _why_never_back(never_back, lost)
             reason = (
-                f"it allows {allowed} disruption{'s' if allowed != 1 else ''} now and {len(never_back)} of the {len(healthy)} healthy Pods the batch"
-                f" evicts never come back ({why}): once {allowed} of them {'is' if allowed == 1 else 'are'} gone it never allows again, and"
-                f" {_names(never_back[allowed:])} {'stays' if len(never_back) - allowed == 1 else 'stay'}"
+                f"{_allows(allowed, most)} and {len(never_back)} of the {len(healthy)} healthy Pods the batch evicts never come back ({why}):"
+                f" once {most} of them {'is' if most == 1 else 'are'} gone it never allows again, and"
+                f" {_names(never_back[most:])} {'stays' if len(never_back) - most == 1 else 'stay'}"
             )
             findings.append(Finding(KIND_SHARED_BUDGET, machines, subject, NEVER, reason, True, evidence))
-        elif len(never_back) == allowed and allowed > 0 and len(healthy) > allowed:
+        elif len(never_back) == most and most > 0 and len(healthy) > most:
             why = _why_never_back(never_back, lost)
             reason = (
-                f"it allows {allowed} now and {_names(never_back)} never come back ({why}): the drains finish only if the other Pods go first;"
+                f"{_allows(allowed, most)} and {_names(never_back)} never come back ({why}): the drains finish only if the other Pods go first;"
                 " delete those Machines first, or move the Pods that never come back"
             )
             findings.append(Finding(KIND_SHARED_BUDGET, machines, subject, NEEDS_ACTION, reason, True, evidence))
@@ -260,6 +266,11 @@ def _budget_findings(pods: list[_Pod], budgets: list[dict], concurrency: int, lo
             )
             findings.append(Finding(KIND_SHARED_BUDGET, machines, subject, CLEARS, reason, True, evidence))
     return findings, shares
+
+
+def _allows(allowed: int, most: int) -> str:
+    text = f"it allows {allowed} disruption{'s' if allowed != 1 else ''} now"
+    return text + (f" ({most} at most, once every Pod it expects is healthy)" if most > allowed else "")
 
 
 def _why_never_back(keys: list[str], lost: set[str]) -> str:

@@ -122,6 +122,21 @@ def test_pods_that_never_come_back_use_up_the_budget_for_good() -> None:
     assert (order["verdict"], order["machines"]) == (NEEDS, ["shop/a", "shop/b"]) and "other Pods go first" in order["reason"]
 
 
+def test_pods_that_never_come_back_are_judged_against_what_the_budget_allows_at_most() -> None:
+    # It allows 0 now (one Pod it expects is not healthy), 1 once every Pod it expects is healthy.
+    waiting = budget(allowed=0, expected=3, healthy=2, desired=2)
+    bare = [machine("a", [pod("web-0", owner=None)]), machine("b", [pod("web-1", owner=None)])]
+    [never] = [f for f in batch_findings(facts(bare, budgets=[waiting]), 2)["findings"] if f["holds"]]
+    assert never["verdict"] == NEVER and never["evidence"]["allows_at_most"] == 1
+    assert never["reason"].startswith("it allows 0 disruptions now (1 at most, once every Pod it expects is healthy) and 2 of the 2")
+    mixed = [machine("a", [pod("web-0", owner=None)]), machine("b", [pod("web-1")])]
+    [order] = [f for f in batch_findings(facts(mixed, budgets=[waiting]), 2)["findings"] if f["holds"]]
+    assert order["verdict"] == NEEDS
+    replicated = [machine("a", [pod("web-0")]), machine("b", [pod("web-1")])]
+    [serialised] = batch_findings(facts(replicated, budgets=[waiting]), 2)["findings"]
+    assert (serialised["verdict"], serialised["holds"]) == (CLEARS, True)
+
+
 def test_a_bare_pod_is_said_to_be_lost_and_does_not_hold_the_deletion() -> None:
     answer = batch_findings(facts([machine("a", [pod("solo", owner=None, app="solo")])]), concurrency=1)
     [finding] = answer["findings"]
