@@ -212,14 +212,13 @@ def _budget_findings(pods: list[_Pod], budgets: list[dict], concurrency: int, lo
         per_machine: dict[str, list[str]] = {}
         for pod in healthy:
             per_machine.setdefault(pod.machine, []).append(pod.key)
-        allowed = (budget.get("status") or {}).get("disruptionsAllowed")
-        if not healthy or not isinstance(allowed, int):
-            continue  # nothing it counts is evicted, or not counted by the disruption controller yet: never judged
+        status = budget.get("status") or {}
+        allowed, expected, needed = status.get("disruptionsAllowed"), status.get("expectedPods"), status.get("desiredHealthy")
+        if not healthy or not all(isinstance(value, int) for value in (allowed, expected, needed)) or expected <= 0:
+            continue  # nothing it counts is evicted, or not counted by the disruption controller (yet): never judged
         counts = sorted((len(keys) for keys in per_machine.values()), reverse=True)
         # What it allows at most, once every Pod it expects is healthy: the Pods that never come back can only use that up.
-        status = budget.get("status") or {}
-        expected, needed = status.get("expectedPods"), status.get("desiredHealthy")
-        most = max(allowed, expected - needed) if isinstance(expected, int) and isinstance(needed, int) else allowed
+        most = max(allowed, expected - needed)
         if len(per_machine) > 1:
             shares[name] = [allowed, *counts]
         machines = tuple(sorted(per_machine))
