@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 from conftest import REPO, ansible_env
-from khelpers import pod_is_ready, wait_for
+from khelpers import deployment, pod_is_ready, wait_for
 from test_inventory import inventory_file
 from test_machine_drain import GRACE, create_pdb, evictions, machine_path
 from test_workload_cluster import _node_name, split  # noqa: F401 - split is a fixture
@@ -133,6 +133,24 @@ def test_check_mode_counts_what_the_batch_does_to_itself_and_changes_nothing(
     assert all(not kube.get(machine_path(flavour, namespace, m["name"]))["metadata"].get("deletionTimestamp") for m in machines)
     assert not any(kube.get(f"/api/v1/nodes/{node}")["spec"].get("unschedulable") for _name, node in web + db)
     assert evictions(audit_events, namespace) == {}
+
+
+@pytest.mark.parametrize("flavour", ["v1beta2"], indirect=True)
+def test_a_single_replica_deployment_behind_min_available_one_is_named_as_never(*, kube, namespace, machine_node, run_module) -> None:
+    pool = {"lm-single": namespace}
+    machine, node = machine_node()
+    kube.patch(f"/api/v1/nodes/{node}", {"metadata": {"labels": pool}})
+    kube.create(f"/apis/apps/v1/namespaces/{namespace}/deployments", deployment("db", 1, pool, GRACE))
+    wait_for(lambda: [p for p in kube.list(f"/api/v1/namespaces/{namespace}/pods") if pod_is_ready(p)], what="the db Pod Ready")
+    create_pdb(kube, namespace, "db", selector={"app": "db"}, min_available=1, healthy=1)
+
+    plan = run_module("machine_delete", {"machines": [{"name": machine, "namespace": namespace}], "machine_controller": "absent"}, check=True)
+
+    assert not plan.get("failed"), plan.get("msg")
+    [single] = [f for f in plan["preflight"]["batch"]["findings"] if f["kind"] == "single replica"]
+    assert (single["object"], single["verdict"], single["holds"]) == (f"Deployment {namespace}/db", NEVER, True)
+    assert (single["evidence"]["replicas"], single["evidence"]["budget"], single["evidence"]["min_available"]) == (1, f"{namespace}/db", 1)
+    assert list(plan["preflight"]["can_never_finish"]) == [f"{namespace}/{machine}"]
 
 
 def test_the_nodes_counted_are_the_workload_clusters(split, run_module) -> None:  # noqa: F811 - the fixture
