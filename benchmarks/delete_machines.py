@@ -1,27 +1,70 @@
-"""Benchmark (a script, not a test): delete 1 and then 20 Cluster API Machines
-(3 Pods each, on their own kwok Nodes, with infrastructure and bootstrap
-objects) with playbooks/delete_machine.yml in one run each, and print the
-wall times and their ratio (target: deleting 20 costs at most 1.5 x one),
-and, from the control plane's audit log, the collection's requests on each
-Machine (by verb) per Machine and per round (one machine_delete call).
+"""Benchmark (a script, not a test): delete 1, 20, 100 (and, asked for, 1000)
+Cluster API Machines (3 Pods each, on their own kwok Nodes, with infrastructure
+and bootstrap objects) with playbooks/delete_machine.yml, one run per size, and
+print one table row per size:
 
-    python benchmarks/delete_machines.py [--kubeconfig PATH] [--machines 20] [--concurrency 20]
+- the wall time of the run (ansible-playbook, start to end) and its ratio to
+  deleting one Machine (target at 20: at most 1.5);
+- the concurrency it ran at (the role's ``delete_machine_concurrency``: the
+  size, capped by ``--concurrency``);
+- every request the collection sent during the run, from the control plane's
+  audit log (user agent ``lifecycle.machine...``, all verbs and resources):
+  per Machine (those naming one of the run's Machines or its Node, Pods,
+  infrastructure / bootstrap objects or Events), evictions apart, and the
+  shared ones (lists, watches, discovery, Clusters, Secrets, control-plane
+  Machines), in total;
+- the control plane's latency on those requests (audit log,
+  requestReceivedTimestamp to stageTimestamp of ResponseComplete; watches
+  left out): median and p99, and the CPU seconds kube-apiserver and etcd
+  spent during the run, so that where the control plane is the limit, it shows;
+- the module's peak memory: the largest VmHWM (peak resident set) of the
+  AnsiballZ module processes, read from /proc while the playbook runs (every
+  0.2 s; a process's last sample is its peak up to then), and beside it
+  ru_maxrss of the whole playbook (wait4), which is the largest process of the
+  tree - the controller or a module, whichever is bigger - not the module's.
+
+The largest size is spread over ``--clusters`` Cluster objects (default 10) in
+``--namespaces`` namespaces (default 5), each Cluster with its own
+``<cluster>-kubeconfig`` Secret and control-plane Machine; the smaller sizes use
+one Cluster in one namespace. Every Secret points at the same API server, this
+control plane itself (self-hosted, as the Nodes live there too): the collection
+opens one connection per Cluster as it would to ten workload clusters, but ten
+API servers on two cores would measure the machine, not the collection.
+
+The collection runs as a ServiceAccount of its own (cluster-admin), so the audit
+log tells its requests from the benchmark's set-up. On the private control plane
+the audit policy logs every request of that ServiceAccount; with
+``--kubeconfig`` only what that control plane's policy logs is counted.
+
+    python benchmarks/delete_machines.py [--sizes 1,20,100] [--concurrency 100]
+                                         [--clusters 10] [--namespaces 5] [--kubeconfig PATH]
 
 Without --kubeconfig a private control plane is started under .tmp/ and stopped
-at the end. With one, the objects it creates are deleted at the end.
+at the end, pass or fail. With one, the objects it creates are deleted at the end.
 """
 
 from __future__ import annotations
 
 import argparse
 import collections
+import concurrent.futures
+import contextlib
+import copy
 import datetime
 import json
 import os
+import platform
+import re
+import shutil
+import signal
+import statistics
 import subprocess
 import sys
+import tempfile
+import threading
 import time
 import uuid
+from dataclasses import dataclass, field
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -37,6 +80,17 @@ from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.connect imp
 CAPI = "cluster.x-k8s.io/v1beta2"
 PODS_PER_MACHINE = 3
 GRACE_SECONDS = 2
+# The set-up's threads (object creation over the KubeApi).
+SETUP_WORKERS = 16
+# The identity the collection runs as, so the audit log tells its requests from the set-up's.
+IDENTITY_NAMESPACE = "lm-bench-identity"
+IDENTITY_NAME = "lifecycle-machine"
+COLLECTION_USER = f"system:serviceaccount:{IDENTITY_NAMESPACE}:{IDENTITY_NAME}"
+# The benchmark's own client: not the collection's user agent.
+SETUP_USER_AGENT = "lm-bench-setup"
+SAMPLE_SECONDS = 0.2
+# What of the checkout the collection needs to run (measured as committed unless --worktree).
+COLLECTION_PATHS = ("plugins", "roles", "playbooks", "meta", "galaxy.yml")
 
 
 def log(text: str) -> None:
@@ -47,11 +101,12 @@ def node_ready(node: dict | None) -> bool:
     return any(c.get("type") == "Ready" and c.get("status") == "True" for c in ((node or {}).get("status") or {}).get("conditions") or [])
 
 
-def machine(name: str, run: str, node: str | None = None, control_plane: bool = False) -> dict:
-    labels = {"cluster.x-k8s.io/cluster-name": "lm-bench", "lm-bench": run}
+def machine_body(name: str, cluster: str, run: str, control_plane: bool = False) -> dict:
+    labels = {"cluster.x-k8s.io/cluster-name": cluster}
     if control_plane:
         labels["cluster.x-k8s.io/control-plane"] = ""
-        labels.pop("lm-bench")
+    else:
+        labels["lm-bench"] = run
     refs = {
         "bootstrap": {"configRef": {"apiGroup": "bootstrap.cluster.x-k8s.io", "kind": "FakeBootstrapConfig", "name": name}},
         "infrastructureRef": {"apiGroup": "infrastructure.cluster.x-k8s.io", "kind": "FakeMachine", "name": name},
@@ -60,83 +115,269 @@ def machine(name: str, run: str, node: str | None = None, control_plane: bool = 
         "apiVersion": CAPI,
         "kind": "Machine",
         "metadata": {"name": name, "labels": labels, "finalizers": ["machine.cluster.x-k8s.io"]},
-        "spec": {"clusterName": "lm-bench", **refs},
+        "spec": {"clusterName": cluster, **refs},
     }
 
 
-def setup(kube: KubeApi, kubeconfig: str, namespace: str, run: str, count: int) -> None:
-    """``count`` worker Machines, each on a kwok Node with 3 Pods, in a Cluster with a control-plane Machine.
-    The Cluster is self-hosted: its kubeconfig Secret points at the cluster of ``kubeconfig`` itself."""
-    kube.create("/api/v1/namespaces", {"metadata": {"name": namespace}}, exists_ok=True)
-    secret = cluster_tool.kubeconfig_secret("lm-bench", namespace, cluster_tool.inline_kubeconfig(kubeconfig))
-    kube.create(f"/api/v1/namespaces/{namespace}/secrets", secret, exists_ok=True)
-    cluster_tool.poll(lambda: kube.get(f"/api/v1/namespaces/{namespace}/serviceaccounts/default"), 60, "the namespace's default ServiceAccount")
-    kube.create(f"/apis/{CAPI}/namespaces/{namespace}/clusters", {"apiVersion": CAPI, "kind": "Cluster", "metadata": {"name": "lm-bench"}}, exists_ok=True)
-    kube.create(f"/apis/{CAPI}/namespaces/{namespace}/machines", machine("control-plane-0", run, control_plane=True), exists_ok=True)
-    nodes = []
-    for index in range(count):
-        name = f"{run}-{index:02d}"
-        kube.create("/api/v1/nodes", cluster_tool.kwok_node(name))
-        nodes.append(name)
+@dataclass
+class Layout:
+    """Where one size's Machines go: ``clusters`` (namespace, cluster) pairs, Machines dealt round-robin."""
+
+    run: str
+    size: int
+    clusters: list[tuple[str, str]]
+
+    @property
+    def namespaces(self) -> list[str]:
+        return sorted({namespace for namespace, _ in self.clusters})
+
+    @property
+    def machine_prefix(self) -> str:
+        return f"{self.run}-m"
+
+    def machines(self) -> list[tuple[str, str, str]]:
+        """(namespace, cluster, name) of each worker Machine; its Node, Pods and infrastructure objects share the name."""
+        return [(*self.clusters[index % len(self.clusters)], f"{self.machine_prefix}{index:04d}") for index in range(self.size)]
+
+
+def layout_for(run: str, size: int, clusters: int, namespaces: int) -> Layout:
+    clusters = max(1, min(clusters, size))
+    namespaces = max(1, min(namespaces, clusters))
+    return Layout(run, size, [(f"{run}-ns{index % namespaces}", f"{run}-c{index}") for index in range(clusters)])
+
+
+def in_pool(work, items, what: str) -> None:
+    """Run ``work(item)`` for each item on SETUP_WORKERS threads; the first failure is raised."""
+    with concurrent.futures.ThreadPoolExecutor(max_workers=SETUP_WORKERS) as pool:
+        for future in concurrent.futures.as_completed([pool.submit(work, item) for item in items]):
+            try:
+                future.result()
+            except Exception as exc:
+                raise RuntimeError(f"setting up {what}: {exc}") from exc
+
+
+def setup(kube: KubeApi, layout: Layout, secret_kubeconfig: str) -> None:
+    """Each worker Machine on a kwok Node with 3 Pods; each Cluster with its kubeconfig Secret and a
+    control-plane Machine. Objects are created concurrently; then kwok is waited for (Nodes Ready, Pods Running)."""
+    for namespace in layout.namespaces:
+        kube.create("/api/v1/namespaces", {"metadata": {"name": namespace}}, exists_ok=True)
+    for namespace in layout.namespaces:
+        cluster_tool.poll(lambda ns=namespace: kube.get(f"/api/v1/namespaces/{ns}/serviceaccounts/default"), 60, "the namespace's default ServiceAccount")
+
+    def make_cluster(pair: tuple[str, str]) -> None:
+        namespace, cluster = pair
+        api = kube.fork()
+        api.create(f"/api/v1/namespaces/{namespace}/secrets", cluster_tool.kubeconfig_secret(cluster, namespace, secret_kubeconfig), exists_ok=True)
+        api.create(f"/apis/{CAPI}/namespaces/{namespace}/clusters", {"apiVersion": CAPI, "kind": "Cluster", "metadata": {"name": cluster}}, exists_ok=True)
+        api.create(f"/apis/{CAPI}/namespaces/{namespace}/machines", machine_body(f"{cluster}-cp", cluster, layout.run, control_plane=True), exists_ok=True)
+
+    def make_machine(entry: tuple[str, str, str]) -> None:
+        namespace, cluster, name = entry
+        api = kube.fork()
+        api.create("/api/v1/nodes", cluster_tool.kwok_node(name, {"lm-bench": layout.run}))
         for kind, plural, group in (("FakeMachine", "fakemachines", "infrastructure"), ("FakeBootstrapConfig", "fakebootstrapconfigs", "bootstrap")):
-            kube.create(
+            api.create(
                 f"/apis/{group}.cluster.x-k8s.io/v1beta1/namespaces/{namespace}/{plural}",
                 {"apiVersion": f"{group}.cluster.x-k8s.io/v1beta1", "kind": kind, "metadata": {"name": name}},
             )
-        kube.create(f"/apis/{CAPI}/namespaces/{namespace}/machines", machine(name, run))
-        kube.patch(f"/apis/{CAPI}/namespaces/{namespace}/machines/{name}", {"status": {"nodeRef": {"name": name}}}, subresource_status=True)
+        api.create(f"/apis/{CAPI}/namespaces/{namespace}/machines", machine_body(name, cluster, layout.run))
+        api.patch(f"/apis/{CAPI}/namespaces/{namespace}/machines/{name}", {"status": {"nodeRef": {"name": name}}}, subresource_status=True)
         for pod_index in range(PODS_PER_MACHINE):
             pod = {
                 "apiVersion": "v1",
                 "kind": "Pod",
-                "metadata": {"name": f"{name}-p{pod_index}", "labels": {"app": "bench"}},
+                "metadata": {"name": f"{name}-p{pod_index}", "labels": {"app": "bench", "lm-bench": layout.run}},
                 "spec": {"nodeName": name, "terminationGracePeriodSeconds": GRACE_SECONDS, "containers": [{"name": "c", "image": "bench"}]},
             }
-            kube.create(f"/api/v1/namespaces/{namespace}/pods", pod)
-    cluster_tool.poll(lambda: all(node_ready(kube.get(f"/api/v1/nodes/{n}")) for n in nodes), 120, "Nodes Ready")
+            api.create(f"/api/v1/namespaces/{namespace}/pods", pod)
 
-    def running() -> bool:
-        pods = kube.list(f"/api/v1/namespaces/{namespace}/pods", label_selector="app=bench")
-        return sum(1 for p in pods if (p.get("status") or {}).get("phase") == "Running") >= count * PODS_PER_MACHINE
+    in_pool(make_cluster, layout.clusters, "the Clusters")
+    in_pool(make_machine, layout.machines(), "the Machines")
+    timeout = 120 + layout.size * 0.5
 
-    cluster_tool.poll(running, 120, "Pods running")
+    def nodes_ready() -> bool:
+        return sum(1 for n in kube.list("/api/v1/nodes", label_selector=f"lm-bench={layout.run}") if node_ready(n)) >= layout.size
+
+    def pods_running() -> bool:
+        pods = kube.list("/api/v1/pods", label_selector=f"lm-bench={layout.run}")
+        return sum(1 for p in pods if (p.get("status") or {}).get("phase") == "Running") >= layout.size * PODS_PER_MACHINE
+
+    cluster_tool.poll(nodes_ready, timeout, "Nodes Ready", interval=1)
+    cluster_tool.poll(pods_running, timeout, "Pods Running", interval=1)
 
 
-def delete(kubeconfig: str, namespace: str, run: str, concurrency: int) -> tuple[float, str]:
-    env = cluster_tool.ansible_environment(kubeconfig, ANSIBLE_CALLBACKS_ENABLED="ansible.posix.profile_tasks")
-    extra = {"machine_label_selector": f"lm-bench={run}", "machine_namespace": namespace, "concurrency": concurrency, "drain_timeout": 300}
-    command = [str(Path(sys.executable).parent / "ansible-playbook"), "-i", "localhost,", "-c", "local", str(REPO / "playbooks" / "delete_machine.yml")]
+class ModuleMemory:
+    """The peak resident set (VmHWM) of each AnsiballZ module process of one playbook run, read from /proc
+    every SAMPLE_SECONDS; the run's processes are told from anyone else's by a variable in their environment."""
+
+    def __init__(self, marker: str):
+        self.marker = f"LM_BENCH_RUN={marker}".encode()
+        self.peaks: dict[int, tuple[str, int]] = {}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._sample, daemon=True)
+        self._ours: dict[int, bool] = {}
+
+    def __enter__(self) -> ModuleMemory:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def _sample(self) -> None:
+        while not self._stop.is_set():
+            for entry in Path("/proc").iterdir():
+                if entry.name.isdigit():
+                    self._read(int(entry.name), entry)
+            self._stop.wait(SAMPLE_SECONDS)
+
+    def _read(self, pid: int, entry: Path) -> None:
+        try:
+            if pid not in self._ours:
+                argv = (entry / "cmdline").read_bytes().split(b"\0")
+                # The Python running the module, not the shells that chmod or start it.
+                found = re.search(rb"AnsiballZ_(\w+)\.py", b" ".join(argv)) if Path(argv[0].decode(errors="replace")).name.startswith("python") else None
+                ours = bool(found) and self.marker in (entry / "environ").read_bytes().split(b"\0")
+                self._ours[pid] = ours
+                if ours:
+                    self.peaks[pid] = (found.group(1).decode(), 0)
+            if not self._ours[pid]:
+                return
+            for line in (entry / "status").read_text().splitlines():
+                if line.startswith("VmHWM:"):
+                    module, peak = self.peaks[pid]
+                    self.peaks[pid] = (module, max(peak, int(line.split()[1])))
+        except OSError:
+            return
+
+    def by_module(self) -> dict[str, tuple[int, int]]:
+        """module -> (processes, largest peak in KiB)."""
+        result: dict[str, tuple[int, int]] = {}
+        for module, peak in self.peaks.values():
+            count, best = result.get(module, (0, 0))
+            result[module] = (count + 1, max(best, peak))
+        return result
+
+
+def cpu_seconds(pid: int | None) -> float:
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, TypeError, IndexError, ValueError):
+        return 0.0
+
+
+@dataclass
+class Run:
+    wall: float
+    stdout: str
+    exit_code: int
+    tree_maxrss_kib: int
+    tree_cpu: float
+    modules: dict[str, tuple[int, int]]
+
+
+def delete(kubeconfig: str, layout: Layout, concurrency: int, collection: Path) -> Run:
+    """Run playbooks/delete_machine.yml of the collection under ``collection`` (an ANSIBLE_COLLECTIONS_PATH) on the layout's Machines."""
+    marker = uuid.uuid4().hex
+    env = cluster_tool.ansible_environment(kubeconfig, LM_BENCH_RUN=marker, ANSIBLE_COLLECTIONS_PATH=str(collection))
+    namespace = layout.namespaces[0] if len(layout.namespaces) == 1 else ""  # several: all namespaces
+    extra = {"machine_label_selector": f"lm-bench={layout.run}", "machine_namespace": namespace, "concurrency": concurrency, "drain_timeout": 1800}
+    playbook = collection / "ansible_collections" / "lifecycle" / "machine" / "playbooks" / "delete_machine.yml"
+    command = [str(Path(sys.executable).parent / "ansible-playbook"), "-i", "localhost,", "-c", "local", str(playbook)]
     command += ["-e", json.dumps(extra)]
-    started = time.monotonic()
-    proc = subprocess.run(command, capture_output=True, text=True, env=env, check=False)
-    wall = time.monotonic() - started
-    if proc.returncode != 0:
-        raise SystemExit(f"the deletion failed (rc {proc.returncode}):\n{proc.stdout[-3000:]}\n{proc.stderr[-2000:]}")
-    return wall, proc.stdout
+    with tempfile.TemporaryFile("w+") as out, ModuleMemory(marker) as memory:
+        started = time.monotonic()
+        proc = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+        try:
+            _, status, usage = os.wait4(proc.pid, 0)
+        except BaseException:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+            raise
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        wall = time.monotonic() - started
+        # Anything the playbook left in its process group (nothing, normally) goes with it.
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        out.seek(0)
+        stdout = out.read()
+    return Run(wall, stdout, proc.returncode, usage.ru_maxrss, usage.ru_utime + usage.ru_stime, memory.by_module())
 
 
-def machine_requests(audit_log: Path, namespace: str, run: str, since: str) -> tuple[collections.Counter, int, collections.Counter]:
-    """The collection's requests on the Machines of ``run`` (by verb, a watch apart from a list)
-    since ``since`` (an audit timestamp), how many Machines they touched, and its requests on the
-    namespace's Machines as a collection (lists and watches, shared by every Machine of the run)."""
-    verbs: collections.Counter = collections.Counter()
-    shared: collections.Counter = collections.Counter()
-    machines = set()
-    for line in audit_log.read_text().splitlines() if audit_log.exists() else []:
-        event = json.loads(line)
+@dataclass
+class Requests:
+    """The collection's requests during one run: ``named`` name one Machine of the run or its Node, Pods,
+    infrastructure or bootstrap objects (in the path or in a field selector), evictions apart; ``unnamed``
+    name none (lists, watches, discovery, Clusters, Secrets, control-plane Machines, Events made with
+    generateName). Which unnamed ones come once per Machine is told after the runs (:func:`repeated`)."""
+
+    named: collections.Counter = field(default_factory=collections.Counter)
+    evictions: int = 0
+    unnamed: collections.Counter = field(default_factory=collections.Counter)
+    machines: set = field(default_factory=set)
+    latencies_ms: list = field(default_factory=list)
+    errors: collections.Counter = field(default_factory=collections.Counter)
+
+    def per_machine(self, repeated: set[str]) -> float:
+        return (sum(self.named.values()) + sum(n for what, n in self.unnamed.items() if what in repeated)) / max(1, len(self.machines))
+
+    def shared(self, repeated: set[str]) -> int:
+        return sum(n for what, n in self.unnamed.items() if what not in repeated)
+
+
+def _stamp(text: str) -> datetime.datetime:
+    return datetime.datetime.fromisoformat(text.replace("Z", "+00:00"))
+
+
+def audit_requests(audit_log: Path, offset: int, layout: Layout) -> Requests:
+    """The collection's requests in the audit log from byte ``offset`` on, by what they name."""
+    result = Requests()
+    if not audit_log.exists():
+        return result
+    with audit_log.open("rb") as handle:
+        handle.seek(offset)
+        data = handle.read()
+    for line in data.splitlines():
+        try:
+            event = json.loads(line)
+        except ValueError:
+            continue
+        if not (event.get("userAgent") or "").startswith("lifecycle.machine") or event.get("stage") not in (None, "ResponseComplete", "Panic"):
+            continue
         ref = event.get("objectRef") or {}
-        if ref.get("resource") != "machines" or ref.get("namespace") != namespace or event.get("requestReceivedTimestamp", "") < since:
-            continue
-        if not (event.get("userAgent") or "").startswith("lifecycle.machine") or event.get("stage") not in (None, "ResponseComplete"):
-            continue
-        if not ref.get("name"):
-            shared[event["verb"]] += 1
-            continue
-        if not str(ref["name"]).startswith(run):
-            continue
-        verbs[f"{event['verb']}{'/' + ref['subresource'] if ref.get('subresource') else ''}"] += 1
-        machines.add(ref["name"])
-    return verbs, len(machines), shared
+        verb = event.get("verb", "?")
+        code = (event.get("responseStatus") or {}).get("code") or 0
+        if ref.get("resource"):
+            what = f"{verb} {ref['resource']}{'/' + ref['subresource'] if ref.get('subresource') else ''}"
+        else:
+            path = (event.get("requestURI") or "").split("?")[0]
+            what = f"{verb} {'/apis (discovery)' if path.startswith(('/api', '/apis')) else path}"
+        if code >= 400:
+            result.errors[f"{what} {code}"] += 1
+        if verb != "watch" and event.get("requestReceivedTimestamp") and event.get("stageTimestamp"):
+            delta = _stamp(event["stageTimestamp"]) - _stamp(event["requestReceivedTimestamp"])
+            result.latencies_ms.append(delta.total_seconds() * 1000)
+        name = str(ref.get("name") or "")
+        selected = re.search(rf"%3D{re.escape(layout.machine_prefix)}(\d+)", event.get("requestURI") or "")
+        if name.startswith(layout.machine_prefix) or selected:
+            result.machines.add(selected.group(1) if selected and not name else re.split(r"[-.]", name[len(layout.machine_prefix) :], maxsplit=1)[0])
+            if ref.get("subresource") == "eviction":
+                result.evictions += 1
+            else:
+                result.named[what] += 1
+        else:
+            result.unnamed[what] += 1
+    return result
+
+
+def percentile(values: list[float], share: float) -> float:
+    if not values:
+        return 0.0
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(share * (len(ordered) - 1)))]
 
 
 def rounds_of(stdout: str) -> int:
@@ -144,71 +385,236 @@ def rounds_of(stdout: str) -> int:
     return max(1, stdout.count(" Machines after ") + stdout.count(" Machine after "))
 
 
-def audit_now() -> str:
-    """Now, as the audit log writes its timestamps (so they compare as text)."""
-    return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+def snapshot(scratch: Path) -> tuple[Path, str]:
+    """The collection as committed (HEAD's plugins, roles, playbooks, meta), extracted under ``scratch``: other
+    people's uncommitted edits in the checkout are not measured. Its ANSIBLE_COLLECTIONS_PATH and a description."""
+    target = scratch / "collections" / "ansible_collections" / "lifecycle" / "machine"
+    target.mkdir(parents=True)
+    archive = subprocess.run(["git", "-C", str(REPO), "archive", "--format=tar", "HEAD", "--", *COLLECTION_PATHS], capture_output=True, check=True)
+    subprocess.run(["tar", "-x", "-C", str(target)], input=archive.stdout, check=True)
+    commit = subprocess.run(["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=True).stdout.strip()
+    return scratch / "collections", f"commit {commit} (HEAD, as committed)"
 
 
-def benchmark(kubeconfig: str, count: int, concurrency: int) -> int:
-    kube = api_from_kubeconfig(kubeconfig)
+def worktree() -> tuple[Path, str]:
+    """The checkout as it is, uncommitted edits and all."""
+    edited = subprocess.run(["git", "-C", str(REPO), "status", "--porcelain", "--", *COLLECTION_PATHS], capture_output=True, text=True, check=False)
+    commit = subprocess.run(["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=False).stdout.strip()
+    return cluster_tool.collections_root(), f"the working tree at commit {commit}{' with uncommitted edits' if edited.stdout.strip() else ''}"
+
+
+def machine_info() -> str:
+    memory = 0
+    with contextlib.suppress(OSError, ValueError, IndexError):
+        memory = int(next(line for line in Path("/proc/meminfo").read_text().splitlines() if line.startswith("MemTotal:")).split()[1])
+    return (
+        f"{os.cpu_count()} cores, {memory / 1048576:.1f} GiB RAM, Python {platform.python_version()}, "
+        f"{datetime.datetime.now(datetime.UTC):%Y-%m-%d %H:%M} UTC, load {load()}"
+    )
+
+
+def load() -> str:
+    return " ".join(Path("/proc/loadavg").read_text().split()[:3])
+
+
+@dataclass
+class Row:
+    size: int
+    layout: Layout
+    concurrency: int
+    run: Run
+    requests: Requests
+    apiserver_cpu: float
+    load_before: str
+
+
+def measure(kube: KubeApi, kubeconfig: str, layout: Layout, *, collection_kubeconfig: str, collection: Path, state_pids: dict, concurrency: int) -> Row:
+    size = layout.size
+    audit_log = Path(kubeconfig).parent / "audit.log"
+    log(f"setting up {size} Machine(s), {PODS_PER_MACHINE} Pods each, {len(layout.clusters)} Cluster(s) in {len(layout.namespaces)} namespace(s) ...")
+    started = time.monotonic()
+    setup(kube, layout, Path(collection_kubeconfig).read_text())
+    log(f"  set up in {time.monotonic() - started:.1f} s; deleting them at concurrency {concurrency} ...")
+    time.sleep(2)  # the set-up's last audit lines are written
+    offset = audit_log.stat().st_size if audit_log.exists() else 0
+    load_before = load()
+    cpu_before = sum(cpu_seconds(state_pids.get(name)) for name in ("kube-apiserver", "etcd"))
+    run = delete(collection_kubeconfig, layout, concurrency, collection)
+    apiserver_cpu = sum(cpu_seconds(state_pids.get(name)) for name in ("kube-apiserver", "etcd")) - cpu_before
+    if os.environ.get("LM_BENCH_VERBOSE"):
+        log(run.stdout[-2500:])
+    if run.exit_code != 0:
+        raise SystemExit(f"the deletion of {size} Machine(s) failed (rc {run.exit_code}):\n{run.stdout[-4000:]}")
+    left = kube.list(f"/apis/{CAPI}/machines", label_selector=f"lm-bench={layout.run}")
+    if left:
+        raise SystemExit(f"{len(left)} of {size} Machines were not deleted: {', '.join(m['metadata']['name'] for m in left[:10])}")
+    time.sleep(2)
+    requests = audit_requests(audit_log, offset, layout)
+    row = Row(size, layout, concurrency, run, requests, apiserver_cpu, load_before)
+    describe(row)
+    return row
+
+
+def describe(row: Row) -> None:
+    r = row.requests
+    log(f"deleted {row.size} Machine(s) in {row.run.wall:.1f} s (ansible-playbook, start to end), {rounds_of(row.run.stdout)} round(s)")
+    touched = max(1, len(r.machines))
+    if len(r.machines) != row.size:
+        log(f"  note: the audit log shows requests on {len(r.machines)} of {row.size} Machines")
+    named = ", ".join(f"{what} {n / touched:.2f}" for what, n in sorted(r.named.items()))
+    log(f"  naming one Machine's objects, per Machine ({touched}): {named or 'none'}; evictions {r.evictions / touched:.2f}")
+    log(f"  naming none, in total: {', '.join(f'{what} {n}' for what, n in sorted(r.unnamed.items())) or 'none'}")
+    if r.errors:
+        log(f"  answered with an error: {', '.join(f'{what} x{n}' for what, n in sorted(r.errors.items()))}")
+    modules = ", ".join(f"{module} {count} process(es), peak {peak / 1024:.0f} MiB" for module, (count, peak) in sorted(row.run.modules.items()))
+    log(f"  module processes: {modules or 'none seen'}; whole playbook ru_maxrss {row.run.tree_maxrss_kib / 1024:.0f} MiB, CPU {row.run.tree_cpu:.1f} s")
+
+
+def repeated(rows: list[Row]) -> set[str]:
+    """The requests naming no Machine that came at least once per Machine in the largest run of 10 or more
+    Machines (a cluster-wide list made for each Machine's drain, an Event per Machine): per Machine, not shared."""
+    largest = max((row for row in rows if len(row.requests.machines) >= 10), key=lambda row: row.size, default=None)
+    if largest is None:
+        return set()
+    return {what for what, n in largest.requests.unnamed.items() if n >= len(largest.requests.machines)}
+
+
+def print_table(rows: list[Row], own_plane: bool) -> None:
+    once_each = repeated(rows)
+    one = next((row.run.wall for row in rows if row.size == 1), None)
+    header = (
+        f"{'Machines':>8} {'clusters/ns':>11} {'conc.':>5} {'wall s':>7} {'x one':>6} {'req/Machine':>11} {'evict/M':>7} "
+        f"{'shared req':>10} {'API p50 ms':>10} {'API p99 ms':>10} {'API CPU s':>9} {'module MiB':>10} {'playbook MiB':>12} {'load before':>15}"
+    )
+    log("")
+    log(header)
+    for row in rows:
+        r = row.requests
+        module_peak = max((peak for _, peak in row.run.modules.values()), default=0)
+        ratio = f"{row.run.wall / one:.2f}" if one else "-"
+        cpu = f"{row.apiserver_cpu:.1f}" if own_plane else "-"
+        log(
+            f"{row.size:>8} {f'{len(row.layout.clusters)}/{len(row.layout.namespaces)}':>11} {row.concurrency:>5} {row.run.wall:>7.1f} {ratio:>6} "
+            f"{r.per_machine(once_each):>11.2f} {r.evictions / max(1, len(r.machines)):>7.2f} {r.shared(once_each):>10} "
+            f"{statistics.median(r.latencies_ms) if r.latencies_ms else 0:>10.1f} {percentile(r.latencies_ms, 0.99):>10.1f} {cpu:>9} "
+            f"{module_peak / 1024:>10.0f} {row.run.tree_maxrss_kib / 1024:>12.0f} {row.load_before:>15}"
+        )
+    log("")
+    log(
+        f"{PODS_PER_MACHINE} Pods per Machine (grace {GRACE_SECONDS} s); conc. = delete_machine_concurrency; clusters/ns = Cluster objects "
+        "(each with its own kubeconfig Secret) and namespaces; every Secret points at this same API server (self-hosted), not at "
+        "separate workload API servers. req/Machine: the collection's requests (all verbs and resources, audit log) naming one "
+        "Machine or its Node, Pods, infrastructure and bootstrap objects, evictions apart, plus those naming none that came once "
+        "or more per Machine; shared req: the rest (discovery, Clusters, Secrets, the Machine lists and watches), in total. "
+        "API p50/p99: the control plane's time on the collection's requests (requestReceivedTimestamp to stageTimestamp, "
+        "watches left out); API CPU s: kube-apiserver + etcd CPU during the run. module MiB: the largest VmHWM of the AnsiballZ "
+        "module processes (sampled every 0.2 s); playbook MiB: ru_maxrss of the whole playbook tree (wait4), the largest of its "
+        "processes, controller or module."
+    )
+    if once_each:
+        largest = max(rows, key=lambda row: row.size)
+        touched = max(1, len(largest.requests.machines))
+        each = ", ".join(f"{what} {largest.requests.unnamed[what] / touched:.2f}" for what in sorted(once_each))
+        log(f"Naming no Machine but once or more per Machine ({largest.size} Machines), counted in req/Machine: {each}")
+    if not own_plane:
+        log("With --kubeconfig the requests are what that control plane's audit policy logs, which may be a part of them.")
+
+
+def cleanup(kube: KubeApi, layouts: list[Layout]) -> None:
+    """Delete what the runs created (on a control plane of the caller's)."""
+    for layout in layouts:
+        for namespace in layout.namespaces:
+            for plural in ("machines", "clusters"):
+                path = f"/apis/{CAPI}/namespaces/{namespace}/{plural}"
+                with contextlib.suppress(Exception):
+                    for item in kube.list(path):
+                        kube.patch(f"{path}/{item['metadata']['name']}", {"metadata": {"finalizers": None}})
+            with contextlib.suppress(Exception):
+                kube.delete(f"/api/v1/namespaces/{namespace}")
+        with contextlib.suppress(Exception):
+            for node in kube.list("/api/v1/nodes", label_selector=f"lm-bench={layout.run}"):
+                kube.delete(f"/api/v1/nodes/{node['metadata']['name']}")
+    with contextlib.suppress(Exception):
+        kube.delete(f"/apis/rbac.authorization.k8s.io/v1/clusterrolebindings/lm-{IDENTITY_NAMESPACE}-{IDENTITY_NAME}")
+    with contextlib.suppress(Exception):
+        kube.delete(f"/api/v1/namespaces/{IDENTITY_NAMESPACE}")
+
+
+def benchmark(kubeconfig: str, args: argparse.Namespace, state_pids: dict, own_plane: bool) -> int:
+    kube = api_from_kubeconfig(kubeconfig, user_agent=SETUP_USER_AGENT)
     cluster_tool.set_capi_generation(cluster_tool.state_from_kubeconfig(Path(kubeconfig)), "v1beta2")
     kube.discovery.invalidate()
     suffix = uuid.uuid4().hex[:5]
-    namespace = f"bench-del-{suffix}"
-    walls = {}
-    try:
-        for machines in (1, count):
-            run = f"r{machines}-{suffix}"
-            log(f"setting up {machines} Machine(s), {PODS_PER_MACHINE} Pods each ...")
-            setup(kube, kubeconfig, namespace, run, machines)
-            since = audit_now()
-            wall, stdout = delete(kubeconfig, namespace, run, concurrency)
-            if os.environ.get("LM_BENCH_VERBOSE"):
-                log(stdout[-2500:])
-            left = kube.list(f"/apis/{CAPI}/namespaces/{namespace}/machines", label_selector=f"lm-bench={run}")
-            if left:
-                raise SystemExit(f"{len(left)} Machines were not deleted")
-            walls[machines] = wall
-            log(f"deleted {machines} Machine(s) in {wall:.1f} s (ansible-playbook, start to end)")
-            verbs, touched, shared = machine_requests(Path(kubeconfig).parent / "audit.log", namespace, run, since)
-            if touched:
-                rounds = rounds_of(stdout)
-                per_machine = ", ".join(f"{verb} {n / touched:.1f}" for verb, n in sorted(verbs.items()))
-                log(f"  the collection's requests on each Machine (audit log), per Machine: {per_machine}; {rounds} round(s)")
-                together = ", ".join(f"{verb} {n}" for verb, n in sorted(shared.items())) or "none"
-                log(f"  and on the namespace's Machines as a collection, for all {touched} together: {together}")
-        ratio = walls[count] / walls[1]
-        log("")
-        log(f"{'Machines':>9} {'wall time':>10}")
-        for machines, wall in walls.items():
-            log(f"{machines:>9} {wall:9.1f}s")
-        log(f"ratio {count}/1: {ratio:.2f} (target: at most 1.5; concurrency {concurrency}, {PODS_PER_MACHINE} Pods per Machine, grace {GRACE_SECONDS} s)")
-        return 0
-    finally:
-        for path in (f"/apis/{CAPI}/namespaces/{namespace}/machines", f"/apis/{CAPI}/namespaces/{namespace}/clusters"):
-            for item in kube.list(path):
-                kube.patch(f"{path}/{item['metadata']['name']}", {"metadata": {"finalizers": None}})
-        kube.delete(f"/api/v1/namespaces/{namespace}")
-        for node in kube.list("/api/v1/nodes"):
-            if node["metadata"]["name"].endswith(suffix) or f"-{suffix}-" in node["metadata"]["name"]:
-                kube.delete(f"/api/v1/nodes/{node['metadata']['name']}")
+    layouts: list[Layout] = []
+    rows: list[Row] = []
+    with tempfile.TemporaryDirectory(prefix="lm-bench-") as scratch:
+        try:
+            collection, what = worktree() if args.worktree else snapshot(Path(scratch))
+            log(f"machine: {machine_info()}; collection: {what}")
+            collection_kubeconfig = Path(scratch) / "kubeconfig"
+            collection_kubeconfig.write_text(
+                cluster_tool.service_account_kubeconfig(kubeconfig, IDENTITY_NAME, IDENTITY_NAMESPACE, expiration_seconds=12 * 3600)
+            )
+            for size in args.sizes:
+                spread = size == max(args.sizes) and size > 1
+                layout = layout_for(f"r{size}-{suffix}", size, args.clusters if spread else 1, args.namespaces if spread else 1)
+                layouts.append(layout)
+                concurrency = max(1, min(size, args.concurrency))
+                rows.append(
+                    measure(
+                        kube,
+                        kubeconfig,
+                        layout,
+                        collection_kubeconfig=str(collection_kubeconfig),
+                        collection=collection,
+                        state_pids=state_pids,
+                        concurrency=concurrency,
+                    )
+                )
+                if not own_plane:  # a private control plane goes as a whole
+                    cleanup(kube, [layout])
+            print_table(rows, own_plane)
+            return 0
+        finally:
+            if not own_plane:
+                cleanup(kube, layouts)
 
 
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--kubeconfig", help="a running control plane (default: start a private one)")
-    parser.add_argument("--machines", type=int, default=20)
-    parser.add_argument("--concurrency", type=int, default=20)
+    parser.add_argument("--sizes", default="1,20,100", help="the numbers of Machines, one run each (default 1,20,100; the fleet: 1,20,100,1000)")
+    parser.add_argument("--concurrency", type=int, default=100, help="the most Machines deleted side by side (delete_machine_concurrency): min(size, this)")
+    parser.add_argument("--clusters", type=int, default=10, help="Cluster objects the largest size is spread over (default 10)")
+    parser.add_argument("--namespaces", type=int, default=5, help="namespaces those Clusters are in (default 5)")
+    parser.add_argument("--worktree", action="store_true", help="measure the checkout as it is, not HEAD as committed")
+    parser.add_argument("--keep", action="store_true", help="keep the private control plane's directory (its audit log) once stopped")
+    parser.add_argument("--machines", type=int, help=argparse.SUPPRESS)  # the old option: --sizes 1,N
     args = parser.parse_args(argv)
+    try:
+        args.sizes = sorted({int(size) for size in (f"1,{args.machines}" if args.machines else args.sizes).split(",") if size.strip()})
+    except ValueError:
+        args.sizes = []
+    if not args.sizes or args.sizes[0] < 1 or args.concurrency < 1:
+        parser.error("--sizes takes positive numbers and --concurrency at least 1")
+    cluster_tool.restore_sigint()
     if args.kubeconfig:
-        return benchmark(str(Path(args.kubeconfig).resolve()), args.machines, args.concurrency)
+        return benchmark(str(Path(args.kubeconfig).resolve()), args, {}, own_plane=False)
+    # The private control plane's audit policy also logs every request of the collection's identity.
+    policy = copy.deepcopy(cluster_tool.AUDIT_POLICY)
+    policy["rules"].insert(0, {"level": "Metadata", "users": [COLLECTION_USER]})
+    cluster_tool.AUDIT_POLICY = policy
     state_dir = REPO / ".tmp" / f"bench-{os.getpid()}"
     log("starting a private control plane ...")
-    cluster_tool.up(state_dir, quiet=True)
     try:
-        return benchmark(str(state_dir / "kubeconfig"), args.machines, args.concurrency)
+        state = cluster_tool.up(state_dir, quiet=True)
+        return benchmark(str(state_dir / "kubeconfig"), args, state.get("pids") or {}, own_plane=True)
     finally:
         cluster_tool.down(state_dir)
+        if args.keep:
+            log(f"the control plane's directory (audit.log) is kept: {state_dir}")
+        else:
+            shutil.rmtree(state_dir, ignore_errors=True)
 
 
 if __name__ == "__main__":
