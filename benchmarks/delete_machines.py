@@ -129,7 +129,7 @@ class Layout:
 
     @property
     def namespaces(self) -> list[str]:
-        return sorted({namespace for namespace, _ in self.clusters})
+        return sorted({namespace for namespace, _cluster in self.clusters})
 
     @property
     def machine_prefix(self) -> str:
@@ -291,7 +291,7 @@ def delete(kubeconfig: str, layout: Layout, concurrency: int, collection: Path) 
         started = time.monotonic()
         proc = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True)
         try:
-            _, status, usage = os.wait4(proc.pid, 0)
+            _pid, status, usage = os.wait4(proc.pid, 0)
         except BaseException:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(proc.pid, signal.SIGKILL)
@@ -490,7 +490,7 @@ def print_table(rows: list[Row], own_plane: bool) -> None:
     log(header)
     for row in rows:
         r = row.requests
-        module_peak = max((peak for _, peak in row.run.modules.values()), default=0)
+        module_peak = max((peak for _name, peak in row.run.modules.values()), default=0)
         ratio = f"{row.run.wall / one:.2f}" if one else "-"
         cpu = f"{row.apiserver_cpu:.1f}" if own_plane else "-"
         log(

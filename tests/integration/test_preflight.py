@@ -17,7 +17,6 @@ from conftest import REPO, ansible_env
 from khelpers import deployment, pod_is_ready, wait_for
 from test_inventory import inventory_file
 from test_machine_drain import GRACE, create_pdb, evictions, machine_path
-from test_workload_cluster import _node_name, split  # noqa: F401 - split is a fixture
 
 NEVER = "can never clear as things stand"
 CLEARS = "clears by itself"
@@ -151,29 +150,3 @@ def test_a_single_replica_deployment_behind_min_available_one_is_named_as_never(
     assert (single["object"], single["verdict"], single["holds"]) == (f"Deployment {namespace}/db", NEVER, True)
     assert (single["evidence"]["replicas"], single["evidence"]["budget"], single["evidence"]["min_available"]) == (1, f"{namespace}/db", 1)
     assert list(plan["preflight"]["can_never_finish"]) == [f"{namespace}/{machine}"]
-
-
-def test_the_nodes_counted_are_the_workload_clusters(split, run_module) -> None:  # noqa: F811 - the fixture
-    """A Cluster API Machine's Pods are judged against the Nodes of its workload cluster, never the management cluster's."""
-    node = _node_name()
-    split.node(split.kube, node, prefix="mgmt")  # the same name in the management cluster, with Pods of its own
-    split.node(split.kube, _node_name(), pods=0)  # a schedulable Node, but in the management cluster: no home for a workload Pod
-    lost = split.node(split.workload, node, prefix="wl", pods=1)
-    replicated(split.workload, split.namespace, "web", [node])
-    split.machine("w-pf", node)
-    key = f"{split.namespace}/w-pf"
-
-    plan = run_module("machine_delete", {"machines": [{"name": "w-pf", "namespace": split.namespace}]}, check=True)
-
-    assert not plan.get("failed"), plan.get("msg")
-    batch = plan["preflight"]["batch"]
-    assert batch["counted"] == [key] and batch["not_counted"] == {}
-    by_kind = {f["kind"]: f for f in batch["findings"]}
-    assert by_kind["unreplicated pod"]["evidence"]["pods"] == [f"{split.namespace}/{lost[0]}"]
-    others = [n for n in split.workload.list("/api/v1/nodes") if n["metadata"]["name"] != node and not n["spec"].get("unschedulable")]
-    if not others:  # the workload cluster has no other Node: the replacement stays Pending
-        homeless = by_kind["no node for replacements"]
-        assert (homeless["machines"], homeless["evidence"]["cluster"]) == ([key], f"{split.namespace}/{split.cluster}")
-        assert homeless["evidence"]["pods"] == [f"{split.namespace}/web-0"] and homeless["evidence"]["nodes_outside_batch"] == {}
-    assert "mgmt-" not in json.dumps(batch)
-    assert split.get_machine("w-pf")["metadata"].get("deletionTimestamp") is None

@@ -20,6 +20,7 @@ from conftest import ansible_env, read_audit_log
 from fault_fixtures import upstream_of
 from faultproxy import FaultProxy
 from khelpers import FAKE_MACHINES, capi_machine, capi_path, fake_node, node_ready, put_fake_object, stop_process, wait_for
+from test_preflight import replicated
 
 from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.connect import api_from_kubeconfig
 
@@ -474,3 +475,30 @@ def test_a_rotated_kubeconfig_secret_is_read_again(split, kubeconfig, kubeconfig
     reads = [e["objectRef"]["name"] for e in _audit(kubeconfig, namespace=split.namespace, resource="secrets", verb="get")[before:]]
     # The run read the Secret once, and once more after the 401; the test's own rotation read it once.
     assert reads == ["rotated-kubeconfig"] * 3
+
+
+def test_the_nodes_counted_are_the_workload_clusters(split, run_module) -> None:
+    """machine_delete's check-mode preflight (test_preflight.py): a Cluster API Machine's Pods are judged
+    against the Nodes of its workload cluster, never the management cluster's."""
+    node = _node_name()
+    split.node(split.kube, node, prefix="mgmt")  # the same name in the management cluster, with Pods of its own
+    split.node(split.kube, _node_name(), pods=0)  # a schedulable Node, but in the management cluster: no home for a workload Pod
+    lost = split.node(split.workload, node, prefix="wl", pods=1)
+    replicated(split.workload, split.namespace, "web", [node])
+    split.machine("w-pf", node)
+    key = f"{split.namespace}/w-pf"
+
+    plan = run_module("machine_delete", {"machines": [{"name": "w-pf", "namespace": split.namespace}]}, check=True)
+
+    assert not plan.get("failed"), plan.get("msg")
+    batch = plan["preflight"]["batch"]
+    assert batch["counted"] == [key] and batch["not_counted"] == {}
+    by_kind = {f["kind"]: f for f in batch["findings"]}
+    assert by_kind["unreplicated pod"]["evidence"]["pods"] == [f"{split.namespace}/{lost[0]}"]
+    others = [n for n in split.workload.list("/api/v1/nodes") if n["metadata"]["name"] != node and not n["spec"].get("unschedulable")]
+    if not others:  # the workload cluster has no other Node: the replacement stays Pending
+        homeless = by_kind["no node for replacements"]
+        assert (homeless["machines"], homeless["evidence"]["cluster"]) == ([key], f"{split.namespace}/{split.cluster}")
+        assert homeless["evidence"]["pods"] == [f"{split.namespace}/web-0"] and homeless["evidence"]["nodes_outside_batch"] == {}
+    assert "mgmt-" not in json.dumps(batch)
+    assert split.get_machine("w-pf")["metadata"].get("deletionTimestamp") is None
