@@ -1,0 +1,73 @@
+# Copyright: lifecycle.machine contributors
+# Apache License 2.0 (see LICENSE)
+"""Each Machine's figures (``machine_delete``'s ``metrics``), for graphs and for people (pure).
+
+:func:`prometheus_text` writes them in the Prometheus text exposition format, for
+node_exporter's textfile collector (the ``delete_machine`` role's
+``delete_machine_metrics_file``); :func:`summary_table` as the short table a role
+run ends with.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+PREFIX = "lifecycle_machine"
+# (metric, help, the figure's key in a Machine's metrics, the label its keys become)
+FAMILIES = (
+    ("phase_seconds", "Seconds a Machine's deletion has spent in each phase so far.", "phase_seconds", "phase"),
+    ("blockers", "What holds a Machine's deletion now, by kind.", "blockers_by_kind", "kind"),
+    ("blockers_by_verdict", "What holds a Machine's deletion now, by verdict.", "blockers_by_verdict", "verdict"),
+)
+SCALARS = (("evicted_pods", "Pods the last call evicted from the Machine's Node.", "evicted"),)
+TABLE_PHASES = ("drain", "terminate")
+
+
+def _escape(value: object) -> str:
+    """A label value as the exposition format writes it: backslash, double quote and newline escaped."""
+    return str(value).replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+
+
+def _labels(key: str, extra: tuple[str, object] | None = None) -> str:
+    namespace, _slash, name = key.partition("/")
+    pairs = [("namespace", namespace), ("machine", name)] + ([extra] if extra else [])
+    return "{" + ",".join(f'{label}="{_escape(value)}"' for label, value in pairs) + "}"
+
+
+def _number(value: object) -> str:
+    return repr(float(value)) if isinstance(value, float) else str(int(value))  # type: ignore[arg-type]
+
+
+def prometheus_text(metrics: Mapping[str, Mapping], *, timestamp: float | None = None) -> str:
+    """``metrics`` (``{"namespace/name": {phase_seconds, evicted, blockers_by_kind, blockers_by_verdict}}``)
+    as Prometheus text: one gauge family per figure, a sample per Machine (and phase, kind, verdict),
+    and ``lifecycle_machine_metrics_written_timestamp_seconds`` when ``timestamp`` is given."""
+    lines: list[str] = []
+    keys = sorted(metrics)
+    for metric, text, field, label in FAMILIES:
+        samples = [(key, name, value) for key in keys for name, value in sorted(((metrics[key] or {}).get(field) or {}).items()) if value is not None]
+        lines += [f"# HELP {PREFIX}_{metric} {text}", f"# TYPE {PREFIX}_{metric} gauge"]
+        lines += [f"{PREFIX}_{metric}{_labels(key, (label, name))} {_number(value)}" for key, name, value in samples]
+    for metric, text, field in SCALARS:
+        lines += [f"# HELP {PREFIX}_{metric} {text}", f"# TYPE {PREFIX}_{metric} gauge"]
+        lines += [f"{PREFIX}_{metric}{_labels(key)} {_number((metrics[key] or {}).get(field) or 0)}" for key in keys]
+    if timestamp is not None:
+        metric = f"{PREFIX}_metrics_written_timestamp_seconds"
+        lines += [f"# HELP {metric} When these figures were written (Unix time).", f"# TYPE {metric} gauge", f"{metric} {float(timestamp)!r}"]
+    return "\n".join(lines) + "\n"
+
+
+def summary_table(metrics: Mapping[str, Mapping], report: Mapping[str, Mapping] | None = None) -> list[str]:
+    """The figures as a short table, a line per Machine: its status (from ``report``, the role's
+    ``delete_machine_report``, when given), seconds draining and terminating, Pods evicted by
+    the last call, and what holds it now by verdict."""
+    report = report or {}
+    rows = [("Machine", "status", "drain s", "terminate s", "evicted", "holds it now")]
+    for key in sorted(metrics):
+        figures = metrics[key] or {}
+        phases = figures.get("phase_seconds") or {}
+        holds = ", ".join(f"{count} {verdict}" for verdict, count in sorted((figures.get("blockers_by_verdict") or {}).items())) or "-"
+        seconds = [f"{phases[phase]:g}" if phase in phases else "-" for phase in TABLE_PHASES]
+        rows.append((key, str((report.get(key) or {}).get("status") or "-"), *seconds, str(figures.get("evicted") or 0), holds))
+    widths = [max(len(row[column]) for row in rows) for column in range(len(rows[0]))]
+    return ["  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip() for row in rows]
