@@ -3,7 +3,13 @@ scripted ApiClient that answers discovery paths."""
 
 from __future__ import annotations
 
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+
 from fake_api_client import Sent, make_api, ok, status
+
+from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.discovery import Discovery
 
 CAPI_GROUP = {
     "kind": "APIGroup",
@@ -103,3 +109,49 @@ def test_a_fork_asks_through_itself_and_shares_the_answers() -> None:
     assert api.fork().discovery.serves("cluster.x-k8s.io/v1beta2") is True
     assert task.discovery.resource("cluster.x-k8s.io/v1beta2", kind="Machine")["name"] == "machines"
     assert client.requests == [("GET", "/apis/cluster.x-k8s.io"), ("GET", "/apis/cluster.x-k8s.io/v1beta2")], "each asked once for every fork"
+
+
+class SlowApi:
+    """Answers discovery slowly, counting what it is asked, so that callers overlap."""
+
+    def __init__(self, fail_first: bool = False):
+        self.asked: list[str] = []
+        self.lock = threading.Lock()
+        self.fail_first = fail_first
+
+    def get(self, path: str):
+        with self.lock:
+            self.asked.append(path)
+            failing = self.fail_first and len(self.asked) == 1
+        time.sleep(0.2)
+        if failing:
+            raise RuntimeError("lost")
+        return SERVED.get(path)
+
+
+def test_callers_at_once_send_one_request_and_share_its_answer() -> None:
+    api = SlowApi()
+    shared = Discovery(api)
+    views = [shared.through(api) for _ in range(20)]
+    with ThreadPoolExecutor(max_workers=20) as pool:
+        versions = list(pool.map(lambda view: view.served_versions("cluster.x-k8s.io"), views))
+        resources = list(pool.map(lambda view: view.resources("cluster.x-k8s.io/v1beta2"), views))
+    assert versions == [["v1beta2", "v1beta1"]] * 20
+    assert all(len(found) == 2 for found in resources)
+    assert api.asked == ["/apis/cluster.x-k8s.io", "/apis/cluster.x-k8s.io/v1beta2"]
+
+
+def test_after_a_failed_ask_the_next_caller_asks_again() -> None:
+    api = SlowApi(fail_first=True)
+    found = Discovery(api)
+
+    def ask(_index: int):
+        try:
+            return found.served_versions("cluster.x-k8s.io")
+        except RuntimeError:
+            return "failed"
+
+    with ThreadPoolExecutor(max_workers=5) as pool:
+        answers = list(pool.map(ask, range(5)))
+    assert answers.count("failed") == 1 and answers.count(["v1beta2", "v1beta1"]) == 4
+    assert api.asked == ["/apis/cluster.x-k8s.io"] * 2
