@@ -123,6 +123,10 @@ class Scenario:
     node_matches_infra: bool = True
     before_delete: Callable[[KubeApi, KubeApi, Side], None] | None = None
     measure: Callable[[list[dict]], dict] | None = None
+    # OpenShift only: ``node_labels``: labels of both sides' Nodes (a control-plane role, row O3);
+    # ``observe(side, events)``: extra observation keys from what was noted of a side and its Events.
+    node_labels: dict[str, str] = field(default_factory=dict)
+    observe: Callable[[Side, list[tuple[str, str, str]]], dict] | None = None
     # Compare which status.deletion times (Cluster API) each side recorded, not their values.
     deletion_status: bool = False
     # Compare the v1beta2 Ready condition while deleting: its status, reason and Deleting line (row 29).
@@ -329,6 +333,7 @@ def observation(side: Side, scenario: Scenario, audit: Path, events: list[tuple[
         "Deleting fallback written": any(reason == "Deleting" for reason, _message in side.deleting),
         "_deleting": [reason for reason, _message in side.deleting],
         **(scenario.measure(evicted) if scenario.measure else {}),
+        **(scenario.observe(side, events) if scenario.observe else {}),
         **({"status.deletion": sorted(side.deletion_fields)} if scenario.deletion_status else {}),
         # Row 32: the v1beta2 InfrastructureReady the Machine shows while it is deleted (v1.14 scenarios).
         **({"InfrastructureReady (v1beta2)": sorted(set(side.infrastructure_v1beta2))} if scenario.deletion_status else {}),
@@ -746,7 +751,8 @@ def mapi_side(kube: KubeApi, scenario: Scenario, role: str) -> Side:
         kube.patch(f"{mapi_machines(namespace)}/{name}", {"spec": {"providerID": provider_id}})
         instance = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": f"{name}-fake-instance", "namespace": namespace}}
         kube.create(f"/api/v1/namespaces/{namespace}/configmaps", instance)
-    make_node(kube, side.node, provider_id if scenario.node_matches_infra else f"{provider_id}-elsewhere", unreachable=scenario.unreachable)
+    node_provider_id = provider_id if scenario.node_matches_infra else f"{provider_id}-elsewhere"
+    make_node(kube, side.node, node_provider_id, unreachable=scenario.unreachable, labels=scenario.node_labels)
     make_pods(kube, side, scenario)
     if scenario.setup:
         scenario.setup(kube, kube, side)

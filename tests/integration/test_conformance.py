@@ -21,7 +21,7 @@ import controllers
 import pytest
 import realctl
 from conformance import Scenario, Side
-from khelpers import pod_is_ready, wait_for
+from khelpers import fake_node, pod_is_ready, wait_for
 
 from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.client import KubeApi
 
@@ -704,3 +704,73 @@ def test_openshift_no_node_ref_side_by_side(mapi_real_namespace_plane: dict) -> 
     started = time.monotonic()
     conformance.run_mapi(mapi_real_namespace_plane, [MAPI_NO_NODE])
     print(f"OpenShift, a Machine without a nodeRef side by side: {time.monotonic() - started:.1f} s")
+
+
+# OpenShift row O3: control-plane Nodes are drained one at a time. Both sides' Nodes are control-plane
+# Nodes and a third control-plane Node is left cordoned; 45 s after the deletions start (each side has
+# looked at least twice by then, every 20 s) it is uncordoned. Neither side may cordon its own Node
+# before, and both record the controller's DrainProceeds and DrainRequeued Events. After that one side
+# goes first and the other waits again until that side's Node is gone: the two Nodes are never drained
+# side by side (the sides share one cluster, as two Machines of one OpenShift cluster do).
+CONTROL_PLANE_LABEL = "node-role.kubernetes.io/control-plane"
+CORDONED_CONTROL_PLANE = "control-plane-cordoned-node"
+UNCORDON_AFTER = 45
+control_plane_seen: dict[str, float] = {}
+
+
+def _cordoned_control_plane_node(kube: KubeApi, _workload: KubeApi, _side: Side) -> None:
+    if kube.get(f"/api/v1/nodes/{CORDONED_CONTROL_PLANE}") is None:
+        node = fake_node(CORDONED_CONTROL_PLANE, {CONTROL_PLANE_LABEL: ""})
+        node["spec"]["unschedulable"] = True
+        kube.create("/api/v1/nodes", node)
+
+
+def _uncordon_later(kube: KubeApi, _workload: KubeApi, side: Side) -> None:
+    if side.cordoned and "cordoned" not in side.notes:
+        note(side, "cordoned")
+    if time.monotonic() - side.started > UNCORDON_AFTER and "uncordoned" not in control_plane_seen:
+        kube.patch(f"/api/v1/nodes/{CORDONED_CONTROL_PLANE}", {"spec": {"unschedulable": None}})
+        control_plane_seen["uncordoned"] = time.monotonic()
+    control_plane_sides.setdefault(side.scenario, {})[side.role] = side
+    # Both Nodes cordoned at once (read together): drained side by side.
+    if side.cordoned and len(control_plane_sides[side.scenario]) == 2:
+        nodes = [kube.get(f"/api/v1/nodes/{each.node}") for each in control_plane_sides[side.scenario].values()]
+        if all(node and (node.get("spec") or {}).get("unschedulable") and not node["metadata"].get("deletionTimestamp") for node in nodes):
+            control_plane_seen["both cordoned"] = time.monotonic()
+
+
+control_plane_sides: dict[str, dict[str, Side]] = {}
+
+
+def _control_plane_gate(side: Side, events: list[tuple[str, str, str]]) -> dict:
+    uncordoned = control_plane_seen.get("uncordoned", float("inf"))
+    return {
+        "control-plane gate Events": sorted(event for event in events if event[1] in ("DrainProceeds", "DrainRequeued")),
+        "own Node cordoned while the other control-plane Node was": side.notes.get("cordoned", float("inf")) < uncordoned,
+        "both control-plane Nodes cordoned at once": "both cordoned" in control_plane_seen,
+    }
+
+
+MAPI_CONTROL_PLANE = Scenario(
+    "control-plane-cordoned",
+    pods={"web-0": {}},
+    node_labels={CONTROL_PLANE_LABEL: ""},
+    setup=_cordoned_control_plane_node,
+    act=_uncordon_later,
+    observe=_control_plane_gate,
+    expected=MAPI_EXPECTED,
+)
+
+
+def test_openshift_control_plane_nodes_one_at_a_time_side_by_side(mapi_real_namespace_plane: dict) -> None:
+    started = time.monotonic()
+    control_plane_seen.clear()
+    control_plane_sides.clear()
+    reports = conformance.run_mapi(mapi_real_namespace_plane, [MAPI_CONTROL_PLANE])
+    if reports:
+        assert "uncordoned" in control_plane_seen, "the cordoned control-plane Node was never uncordoned"
+        report = reports[0]
+        assert "control-plane gate Events [same]: [('Normal', 'DrainProceeds', 'Node drain proceeds'), ('Normal', 'DrainRequeued'" in report, report
+        assert "own Node cordoned while the other control-plane Node was [same]: False" in report, report
+        assert "both control-plane Nodes cordoned at once [same]: False" in report, report
+    print(f"OpenShift, control-plane Nodes one at a time side by side: {time.monotonic() - started:.1f} s")

@@ -25,6 +25,7 @@ from concurrent.futures import ThreadPoolExecutor
 from ansible_collections.lifecycle.machine.plugins.module_utils._drain.budgets import budget_groups, covering_budgets, dry_run_allowance, ready
 from ansible_collections.lifecycle.machine.plugins.module_utils._drain.escalations import Escalation, escalation_for
 from ansible_collections.lifecycle.machine.plugins.module_utils._drain.evictions import eviction_failure_message
+from ansible_collections.lifecycle.machine.plugins.module_utils._drain.gates import cordoned_control_plane_nodes, is_control_plane_node, node_machine
 from ansible_collections.lifecycle.machine.plugins.module_utils._drain.logic import (
     PDB_MESSAGE,
     UNREACHABLE_GRACE_PERIOD_SECONDS,
@@ -42,6 +43,7 @@ from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.errors impo
 from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.paths import resource_path
 from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.watch import watch_until
 from ansible_collections.lifecycle.machine.plugins.module_utils._machine.api import get_node, node_path
+from ansible_collections.lifecycle.machine.plugins.module_utils._machine.flavour import OPENSHIFT_GROUP
 from ansible_collections.lifecycle.machine.plugins.module_utils._machine.nodes import is_node_unreachable, is_unschedulable
 
 CAPI_GROUP = "cluster.x-k8s.io"
@@ -58,6 +60,29 @@ def set_unschedulable(api: KubeApi, node: dict, unschedulable: bool) -> tuple[di
     # null removes the field, as kubectl uncordon leaves it.
     patched = api.patch(node_path(node["metadata"]["name"]), {"spec": {"unschedulable": True if unschedulable else None}})
     return patched, True
+
+
+def read_control_plane_gate(api: KubeApi, node_name: str) -> tuple[dict | None, list[dict], set[str]]:
+    """What OpenShift's rule for control-plane Nodes (``gates.cordoned_control_plane_nodes``) looks
+    at, through ``api`` (an OpenShift Machine's cluster holds both its Nodes and Machines): the Node,
+    the cordoned control-plane Nodes that keep it from being drained now, and, of the Machines their
+    nodelink annotation names, those being deleted (one GET each, for the verdict; one that cannot
+    be read counts as not being deleted). A Node that is gone, already cordoned or no
+    control-plane Node costs one GET and no list."""
+    node = get_node(api, node_name)
+    if node is None or is_unschedulable(node) or not is_control_plane_node(node):
+        return node, [], set()
+    others = cordoned_control_plane_nodes(node, api.list(resource_path("v1", "nodes")))
+    deleting = set()
+    for machine in {node_machine(other) for other in others} - {None}:
+        namespace, name = machine.split("/")
+        try:
+            found = api.get(resource_path(f"{OPENSHIFT_GROUP}/v1beta1", "machines", namespace, name))
+        except ApiError:
+            found = None
+        if found is not None and (found.get("metadata") or {}).get("deletionTimestamp"):
+            deleting.add(machine)
+    return node, others, deleting
 
 
 def list_node_pods(api: KubeApi, node_name: str) -> tuple[list[dict], str | None]:

@@ -32,6 +32,7 @@ from ansible_collections.lifecycle.machine.plugins.module_utils._drain.api impor
     drain_pass,
     get_node,
     load_drain_rules,
+    read_control_plane_gate,
     refused_budgets,
     set_unschedulable,
     wait_for_pods,
@@ -39,6 +40,8 @@ from ansible_collections.lifecycle.machine.plugins.module_utils._drain.api impor
 from ansible_collections.lifecycle.machine.plugins.module_utils._drain.escalations import EVENT_REASON as ESCALATED_EVENT
 from ansible_collections.lifecycle.machine.plugins.module_utils._drain.escalations import event_message as escalation_event
 from ansible_collections.lifecycle.machine.plugins.module_utils._drain.gates import (
+    CONTROL_PLANE_RETRY_SECONDS,
+    control_plane_refusal_message,
     drain_skip_reason,
     drain_timeout_left,
     gate_timeout_message,
@@ -50,6 +53,7 @@ from ansible_collections.lifecycle.machine.plugins.module_utils._drain.passes im
 from ansible_collections.lifecycle.machine.plugins.module_utils._drain.report import DrainReport, go_quote, machine_summary, with_unschedulable
 from ansible_collections.lifecycle.machine.plugins.module_utils._drain.request import ACTIONS, DRAINED, UNCORDONED, DrainRequest
 from ansible_collections.lifecycle.machine.plugins.module_utils._drain.rules import normalize_rules
+from ansible_collections.lifecycle.machine.plugins.module_utils._drain.stalls import control_plane_blockers
 from ansible_collections.lifecycle.machine.plugins.module_utils._errors import MachineError
 from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.client import KubeApi
 from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.errors import ApiError, Cancelled, ran_out_of_time, unanswered_cluster
@@ -584,6 +588,9 @@ class DrainRun:
             return self.finish_preview()
         try:
             while True:
+                final = self.control_plane_wait()
+                if final is not None:
+                    return final
                 drain = self.run_pass()
                 final = self.after_pass(drain)
                 if final is not None:
@@ -595,6 +602,41 @@ class DrainRun:
                         return final
         finally:
             self.passes.stop_watching()
+
+    def control_plane_wait(self) -> dict | None:
+        """A flavour that drains control-plane Nodes one at a time (OpenShift, row O3): before the
+        first pass, a control-plane Node not cordoned yet waits while another control-plane Node is
+        cordoned - nothing cordoned or evicted, no condition written, the flavour's Events once per
+        task, a look every 20 s (the Machine's gates too) within the task's time and the progress
+        interval. A final result when the task stops waiting; None once the drain may go on."""
+        recorder = self.recorder
+        if self.report.passes or recorder is None or not recorder.flavour.control_plane_drain_refused_events:
+            return None
+        recorded = False
+        while True:
+            node_name = self.report.node_name
+            try:
+                _node, others, deleting = read_control_plane_gate(self.node_api(), node_name)
+            except ApiError as exc:
+                raise self.failed(exc) from None
+            if not others:
+                self.report.blockers = []
+                return None
+            message = control_plane_refusal_message(node_name, others)
+            self.report.blockers = control_plane_blockers(others, deleting)
+            if not recorded:
+                for event in recorder.flavour.control_plane_drain_refused_events:
+                    recorder.event(*event)
+                recorded = True
+            ends = [self.deadline] + ([] if self.slice_end is None else [self.slice_end])
+            if not self.request.wait or (self.slice_end is not None and self.api.monotonic() >= self.slice_end and not self.passes.timed_out()):
+                return self.result(False, message)
+            if self.passes.timed_out():
+                raise self.fail(f"Timed out after {self.wait_timeout} s draining Node {node_name}. {message}", timed_out=True)
+            self.api.sleep(min([self.api.monotonic() + CONTROL_PLANE_RETRY_SECONDS, *ends]) - self.api.monotonic())
+            final = self.machine_checks(first=False)
+            if final is not None:
+                return final
 
     def run_pass(self) -> DrainPass:
         try:

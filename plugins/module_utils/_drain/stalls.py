@@ -17,6 +17,12 @@ no disruption while every Pod it expects is healthy (its selected Pods can only
 go if someone changes the budget or the workload), or one whose spec allows
 none at all (``maxUnavailable: 0``, ``minAvailable: 100%``); a Pod two budgets
 select, which the eviction API refuses whatever the budgets allow.
+
+Before the first pass, an OpenShift control-plane Node waits while another
+control-plane Node is cordoned (``gates.cordoned_control_plane_nodes``). That
+clears by itself when the cordoned Node is being deleted or its Machine is
+(the deletion removes it); a Node cordoned otherwise waits for someone to
+uncordon it.
 """
 
 from __future__ import annotations
@@ -25,6 +31,7 @@ import datetime as _dt
 
 from ansible_collections.lifecycle.machine.plugins.module_utils._drain.budgets import covering_budgets
 from ansible_collections.lifecycle.machine.plugins.module_utils._drain.evictions import TERMINATING_NAMESPACE_MESSAGE
+from ansible_collections.lifecycle.machine.plugins.module_utils._drain.gates import node_machine
 from ansible_collections.lifecycle.machine.plugins.module_utils._drain.logic import PDB_MESSAGE
 from ansible_collections.lifecycle.machine.plugins.module_utils._drain.passes import DrainPass
 from ansible_collections.lifecycle.machine.plugins.module_utils._drain.pods import pod_key
@@ -45,6 +52,9 @@ from ansible_collections.lifecycle.machine.plugins.module_utils._machine.blocker
     Blocker,
 )
 from ansible_collections.lifecycle.machine.plugins.module_utils._timeutil import parse_time, rfc3339
+
+# Another control-plane Node cordoned: OpenShift's drain controller drains control-plane Nodes one at a time (row O3).
+KIND_CONTROL_PLANE_CORDONED = "another control-plane Node cordoned"
 
 # The eviction API's answer (500) for a Pod more than one budget selects.
 TWO_BUDGETS_WORDS = "more than one PodDisruptionBudget"
@@ -186,4 +196,30 @@ def drain_blockers(drain: DrainPass, budgets: list[dict], now: _dt.datetime) -> 
     for decision in plan.wait_completed_now:
         reason = "the drain waits for it to complete, without evicting it"
         blockers.append(Blocker(PHASE_DRAIN, KIND_WAIT_COMPLETED, f"Pod {decision.key}", CLEARS, reason, evidence={"phase": decision.phase}))
+    return blockers
+
+
+def control_plane_blockers(others: list[dict], deleting_machines: set[str]) -> list[Blocker]:
+    """What holds a control-plane Node's drain before it starts: each cordoned control-plane Node
+    of ``others`` (``gates.cordoned_control_plane_nodes``). ``deleting_machines``: the Machines
+    (``<namespace>/<name>``) the Nodes' nodelink annotation names that are being deleted."""
+    blockers = []
+    for other in others:
+        meta = other.get("metadata") or {}
+        machine = node_machine(other)
+        evidence = {"node": meta.get("name"), "machine": machine, "machine_deleting": machine in deleting_machines}
+        since = None
+        if meta.get("deletionTimestamp"):
+            verdict, reason, since = CLEARS, "it is cordoned and being deleted; the drain starts once it is gone", meta["deletionTimestamp"]
+        elif machine in deleting_machines:
+            verdict = CLEARS
+            reason = f"it is cordoned and its Machine {machine} is being deleted (its drain goes first); the drain starts once that Node is gone"
+        else:
+            verdict = NEEDS_ACTION
+            whose = f"its Machine {machine} is not being deleted" if machine else "no Machine being deleted is known to own it"
+            reason = (
+                f"it is cordoned and {whose}: control-plane Nodes are drained one at a time, "
+                "so the drain starts once someone uncordons it (or deletes its Machine)"
+            )
+        blockers.append(Blocker(PHASE_DRAIN, KIND_CONTROL_PLANE_CORDONED, f"Node {meta.get('name')}", verdict, reason, since, evidence))
     return blockers

@@ -136,6 +136,10 @@ class Flavour:
     split_clusters = False
     # The Event the flavour's drain controller records when it writes the drain as skipped (type, reason, message).
     drain_skipped_event: tuple[str, str, str] | None = None
+    # The Events the flavour's drain controller records each time it refuses to drain a control-plane Node
+    # while another control-plane Node is cordoned (type, reason, message), in order; empty: the flavour
+    # drains control-plane Nodes side by side (_drain/gates.py, docs/behaviour.md row O3).
+    control_plane_drain_refused_events: tuple[tuple[str, str, str], ...] = ()
 
     def __init__(self, api_version: str):
         self.api_version = api_version

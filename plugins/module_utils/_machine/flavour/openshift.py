@@ -47,6 +47,11 @@ class OpenShiftFlavour(Flavour):
     exclude_volume_wait_annotation = None
     points = (PRE_DRAIN, PRE_TERMINATE, PRE_CREATE)
     drain_skipped_event = ("Normal", "DrainSkipped", "Node drain skipped")
+    # drain_controller.go, Reconcile and isDrainAllowed: DrainProceeds, then the refusal as a requeue after 20 s.
+    control_plane_drain_refused_events = (
+        ("Normal", "DrainProceeds", "Node drain proceeds"),
+        ("Normal", "DrainRequeued", "Node drain requeued: drain not permitted: requeue in: 20s"),
+    )
 
     def not_authoritative(self, machine: dict) -> str | None:
         authority = status_of(machine).get("authoritativeAPI") or ""
