@@ -132,7 +132,7 @@ class SlowApi:
 def test_callers_at_once_send_one_request_and_share_its_answer() -> None:
     api = SlowApi()
     shared = Discovery(api)
-    views = [shared.through(api) for _ in range(20)]
+    views = [shared.through(api) for _view in range(20)]
     with ThreadPoolExecutor(max_workers=20) as pool:
         versions = list(pool.map(lambda view: view.served_versions("cluster.x-k8s.io"), views))
         resources = list(pool.map(lambda view: view.resources("cluster.x-k8s.io/v1beta2"), views))
