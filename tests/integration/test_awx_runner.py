@@ -65,6 +65,26 @@ def apply(kube: KubeApi, document: dict) -> None:
             kube.replace(f"{collection}/{document['metadata']['name']}", document)
 
 
+def grant_user(kube: KubeApi, user: str, rules: list[dict]) -> None:
+    """A ClusterRole named ``user`` with ``rules``, bound to the user ``user`` (impersonated by the tests)."""
+    rbac = "rbac.authorization.k8s.io"
+    apply(kube, {"apiVersion": f"{rbac}/v1", "kind": "ClusterRole", "metadata": {"name": user}, "rules": rules})
+    binding = {
+        "apiVersion": f"{rbac}/v1",
+        "kind": "ClusterRoleBinding",
+        "metadata": {"name": user},
+        "roleRef": {"apiGroup": rbac, "kind": "ClusterRole", "name": user},
+        "subjects": [{"apiGroup": rbac, "kind": "User", "name": user}],
+    }
+    apply(kube, binding)
+
+
+def revoke_user(kube: KubeApi, user: str) -> None:
+    """Undo :func:`grant_user`."""
+    kube.delete(f"/apis/rbac.authorization.k8s.io/v1/clusterrolebindings/{user}")
+    kube.delete(f"/apis/rbac.authorization.k8s.io/v1/clusterroles/{user}")
+
+
 def service_account_token(kube: KubeApi, name: str) -> str:
     request = {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": {"expirationSeconds": 3600}}
     return kube.create(f"/api/v1/namespaces/{SA_NAMESPACE}/serviceaccounts/{name}/token", request)["status"]["token"]

@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterator
 
 import pytest
 import yaml
-from test_awx_runner import RBAC, apply
+from test_awx_runner import RBAC, grant_user, revoke_user
 
 from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.client import KubeApi
 from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.connect import api_from_kubeconfig
@@ -165,23 +165,15 @@ NO_LEASES_USER = "lifecycle-machine-without-leases"
 
 
 @pytest.fixture
-def shipped_role(kube: KubeApi) -> str:
+def shipped_role(kube: KubeApi) -> Iterator[str]:
     """extensions/awx/rbac.yml's ClusterRole without its rule on leases (an install that never granted
     the Lease read), bound to a user of its own (the shipped binding may be there too); that user's name."""
     role = next(item for item in yaml.safe_load(RBAC.read_text())["items"] if item["kind"] == "ClusterRole" and item["metadata"]["name"] == "lifecycle-machine")
     rules = [rule for rule in role["rules"] if "coordination.k8s.io" not in rule["apiGroups"]]
     assert len(rules) == len(role["rules"]) - 1, "the shipped role grants get on leases in one rule"
-    name = "lifecycle-machine-without-leases"
-    apply(kube, {**role, "metadata": {"name": name}, "rules": rules})
-    binding = {
-        "apiVersion": "rbac.authorization.k8s.io/v1",
-        "kind": "ClusterRoleBinding",
-        "metadata": {"name": name},
-        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": name},
-        "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": NO_LEASES_USER}],
-    }
-    apply(kube, binding)
-    return NO_LEASES_USER
+    grant_user(kube, NO_LEASES_USER, rules)
+    yield NO_LEASES_USER
+    revoke_user(kube, NO_LEASES_USER)
 
 
 def _may_get(kube: KubeApi, user: str, namespace: str, name: str) -> bool:

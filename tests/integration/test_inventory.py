@@ -15,7 +15,7 @@ import pytest
 import yaml
 from conftest import REPO, ansible_env
 from khelpers import OPENSHIFT_MACHINES, capi_machine, capi_path, openshift_machine
-from test_awx_runner import RBAC, SA_NAME, apply, credential_inputs, service_account_token
+from test_awx_runner import RBAC, SA_NAME, apply, credential_inputs, grant_user, revoke_user, service_account_token
 
 CAPI = "v1beta2"
 
@@ -228,24 +228,9 @@ def identities(kube):
     requests), and a user who may list Machines but not read Secrets."""
     for item in yaml.safe_load(RBAC.read_text())["items"]:
         apply(kube, item)
-    role = {
-        "apiVersion": "rbac.authorization.k8s.io/v1",
-        "kind": "ClusterRole",
-        "metadata": {"name": NO_SECRETS_USER},
-        "rules": [{"apiGroups": ["machine.openshift.io", "cluster.x-k8s.io"], "resources": ["machines"], "verbs": ["list"]}],
-    }
-    binding = {
-        "apiVersion": "rbac.authorization.k8s.io/v1",
-        "kind": "ClusterRoleBinding",
-        "metadata": {"name": NO_SECRETS_USER},
-        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": NO_SECRETS_USER},
-        "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": NO_SECRETS_USER}],
-    }
-    apply(kube, role)
-    apply(kube, binding)
+    grant_user(kube, NO_SECRETS_USER, [{"apiGroups": ["machine.openshift.io", "cluster.x-k8s.io"], "resources": ["machines"], "verbs": ["list"]}])
     yield
-    kube.delete(f"/apis/rbac.authorization.k8s.io/v1/clusterrolebindings/{NO_SECRETS_USER}")
-    kube.delete(f"/apis/rbac.authorization.k8s.io/v1/clusterroles/{NO_SECRETS_USER}")
+    revoke_user(kube, NO_SECRETS_USER)
 
 
 def workload_inventory(tmp_path: Path, kubeconfig: str, namespace: str, identity: dict) -> dict:
