@@ -168,7 +168,7 @@ NO_LEASES_USER = "lifecycle-machine-without-leases"
 def shipped_role(kube: KubeApi) -> Iterator[str]:
     """extensions/awx/rbac.yml's ClusterRole without its rule on leases (an install that never granted
     the Lease read), bound to a user of its own (the shipped binding may be there too); that user's name."""
-    role = next(item for item in yaml.safe_load(RBAC.read_text())["items"] if item["kind"] == "ClusterRole" and item["metadata"]["name"] == "lifecycle-machine")
+    [role] = [item for item in yaml.safe_load(RBAC.read_text())["items"] if item["kind"] == "ClusterRole" and item["metadata"]["name"] == "lifecycle-machine"]
     rules = [rule for rule in role["rules"] if "coordination.k8s.io" not in rule["apiGroups"]]
     assert len(rules) == len(role["rules"]) - 1, "the shipped role grants get on leases in one rule"
     grant_user(kube, NO_LEASES_USER, rules)
