@@ -408,14 +408,15 @@ def test_a_live_controller_clears_by_itself_until_its_report_stops_changing(
 
     [entry] = result["machines"]
     assert entry["carried_out_by"] == "controller", entry
-    [blocker] = entry["blockers"]
+    blocker, pod = entry["blockers"]
     who = "controller fake-machine-controller"
     assert (blocker["phase"], blocker["kind"], blocker["object"], blocker["verdict"]) == ("controller", kind, who, verdict), blocker
     assert blocker["since"] == written
     assert blocker["evidence"] == {"reason": "DrainingNode", "details": ["* Pod apps/app-0: deletionTimestamp set, but still not removed from the Node"]}
+    assert (pod["phase"], pod["kind"], pod["object"], pod["verdict"]) == ("drain", "pod terminating", "Pod apps/app-0", CLEARS), pod
     if minutes_ago:
-        assert blocker["reason"].startswith("its report has not changed for 20 min: DrainingNode: Drain not completed yet")
-        line = f"    ! {NEEDS_ACTION}: controller not progressing controller fake-machine-controller since {written}: its report has not changed for 20 min"
+        assert blocker["reason"].startswith("it has stood at the same stage for 20 min: DrainingNode: Drain not completed yet")
+        line = f"    ! {NEEDS_ACTION}: controller not progressing controller fake-machine-controller since {written}: it has stood at the same stage for 20 min"
         assert any(text.startswith(line) for text in result["progress"]), "\n".join(result["progress"])
 
 
@@ -437,6 +438,10 @@ def test_blockers_while_the_real_cluster_api_controller_deletes_the_machine(capi
     realctl.capi_worker_with_hooks(
         kube, workload, workload_kubeconfig, namespace=namespace, cluster=cluster, worker=worker, hooks={"preDrain": "drain-gate"}, pod_namespace=apps
     )
+    # The Pod on the worker is behind a budget that allows no eviction at all.
+    budget = {"apiVersion": "policy/v1", "kind": "PodDisruptionBudget", "metadata": {"name": "app", "namespace": apps}}
+    budget["spec"] = {"maxUnavailable": 0, "selector": {"matchLabels": {"app": "app-0"}}}
+    realctl.create(workload, budget)
     params = {"machines": [{"name": worker, "namespace": namespace}], "drain_timeout": 600, "progress_interval": 0}
 
     def delete_for(seconds: int) -> dict:
@@ -455,3 +460,16 @@ def test_blockers_while_the_real_cluster_api_controller_deletes_the_machine(capi
     assert (blocker["phase"], blocker["kind"], blocker["object"], blocker["since"], blocker["verdict"]) == ("preDrain hook", "hook", key, started, NEEDS_ACTION)
     assert blocker["evidence"] == {"owner": realctl.HOOK_OWNER, "name": "drain-gate", "annotation": key}
     assert f"    ! {NEEDS_ACTION}: hook {key} since {started}: its owner {realctl.HOOK_OWNER} removes it" in "\n".join(result["progress"])
+
+    # The controller drains and the budget refuses: the controller, since its drain began, and the Pod it names.
+    realctl.remove_hook(management_kubeconfig, namespace, worker, "preDrain", "drain-gate")
+    wait_for(lambda: "disruption budget" in realctl.v1beta2_condition(kube.get(path), "Deleting").get("message", ""), timeout=60, what="the refusal reported")
+    result = delete_for(5)
+    drain_started = deletion_status(kube.get(path)).get("nodeDrainStartTime")
+    following, refusal = result["machines"][0]["blockers"]
+    assert (following["phase"], following["kind"], following["since"], following["verdict"]) == ("controller", "controller", drain_started, CLEARS), following
+    assert following["object"].startswith("controller ") and following["evidence"]["reason"] == "DrainingNode"
+    assert (refusal["phase"], refusal["kind"], refusal["object"], refusal["verdict"]) == ("drain", "budget refusal", f"Pod {apps}/app-0", CLEARS), refusal
+    assert refusal["evidence"]["reported_by"] == following["object"]
+    assert refusal["evidence"]["report"].startswith("cannot evict pod as it would violate the pod's disruption budget.")
+    assert workload.get(f"/api/v1/namespaces/{apps}/pods/app-0") is not None, "the budget holds the Pod"

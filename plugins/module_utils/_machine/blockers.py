@@ -10,6 +10,7 @@ the hooks are found here, since both gates hold a Machine the same way."""
 from __future__ import annotations
 
 import datetime as _dt
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -93,10 +94,70 @@ def hook_blockers(flavour: Flavour, machine: dict, point: str, hooks: list[Hook]
 
 
 # What each flavour's live controller writes when a hook holds a gate (Cluster API's Deleting
-# reason, OpenShift's condition type), and after how long an unchanged report counts as stalled
-# (the Machine controller's own Ready summary calls a deletion long after 15 minutes).
+# reason, OpenShift's condition type), and after how long a controller that stands at the same
+# stage counts as not progressing (the Machine controller's own Ready summary calls a deletion
+# long after 15 minutes).
 _HOOK_WAITS = {"WaitingForPreDrainHook": PRE_DRAIN, "Drainable": PRE_DRAIN, "WaitingForPreTerminateHook": PRE_TERMINATE, "Terminable": PRE_TERMINATE}
 STALLED_AFTER = _dt.timedelta(minutes=15)
+
+# What a live controller's drain report (Cluster API's Deleting message: ``* Pod[s] <ns/name, ...>: <why>``)
+# says holds its Pods, matched on the words the Machine controller's own summary looks for; the first match wins.
+# The collection does not read the budgets of a drain it only follows, so a refusing budget is never judged
+# "never" here; a Pod two budgets select is, from the eviction API's own answer.
+_REPORTED_POD_HOLDS = (
+    (
+        "more than one PodDisruptionBudget",
+        KIND_TWO_BUDGETS,
+        NEVER,
+        "the eviction API refuses a Pod more than one budget selects, whatever they allow: change the budgets so one selects it",
+    ),
+    (
+        "cannot evict pod as it would violate the pod's disruption budget",
+        KIND_BUDGET,
+        CLEARS,
+        "a budget refuses its eviction for now and the controller asks again; if it lasts, look at the budget (the collection does not judge"
+        " the budgets of a drain it only follows)",
+    ),
+    ("because it is being terminated", KIND_NAMESPACE_TERMINATING, CLEARS, "its namespace is being deleted; the namespace controller deletes the Pod"),
+    ("deletionTimestamp set, but still not removed from the Node", KIND_TERMINATING, CLEARS, "it is being deleted; its kubelet removes it"),
+    ("waiting for completion", KIND_WAIT_COMPLETED, CLEARS, "the drain waits for it to complete, without evicting it"),
+    ("failed to evict Pod", KIND_EVICTION_ERROR, NEEDS_ACTION, "the API server refuses its eviction"),
+)
+_REPORTED_PODS = re.compile(r"^\* Pods? (?P<pods>[^:]+): (?P<why>.+)$")
+
+
+def reported_pod_blockers(details: list[str], who: str) -> list[Blocker]:
+    """What a live controller's drain report (its detail lines) says holds each Pod it names."""
+    blockers = []
+    for line in details:
+        match = _REPORTED_PODS.match(line.strip())
+        if not match:
+            continue
+        why = match.group("why")
+        found = next((entry for entry in _REPORTED_POD_HOLDS if entry[0] in why), None)
+        if found is None:
+            continue
+        _words, kind, verdict, reason = found
+        if kind == KIND_EVICTION_ERROR:
+            reason = f"{reason}: {why}"
+        for pod in match.group("pods").split(", "):
+            if pod.startswith("..."):
+                continue  # "... (N more)": the controller names three Pods at most
+            blockers.append(Blocker(PHASE_DRAIN, kind, f"Pod {pod}", verdict, reason, evidence={"reported_by": who, "report": why}))
+    return blockers
+
+
+def stage_started_at(flavour: Flavour, machine: dict) -> _dt.datetime | None:
+    """When the Machine's deletion entered the stage it stands at, where the flavour records it (Cluster API's
+    ``status.deletion``: the hook waits, the drain, the volume wait); None when nothing records it."""
+    times = [
+        flavour.hook_wait_started_at(machine, PRE_DRAIN),
+        flavour.drain_started_at(machine),
+        flavour.volume_detach_started_at(machine),
+        flavour.hook_wait_started_at(machine, PRE_TERMINATE),
+    ]
+    times = [moment for moment in times if moment is not None]
+    return max(times) if times else None
 
 
 def controller_blockers(
@@ -104,20 +165,28 @@ def controller_blockers(
 ) -> list[Blocker]:
     """What holds a Machine whose live controller carries out its deletion, from what
     the controller reports (``progress``, ``_machine.controller.controller_progress``):
-    the hooks holding the gate it waits at, else the controller itself - not
-    progressing once its report (written at ``reported_at``) has not changed for 15 minutes."""
+    the hooks holding the gate it waits at; else the controller itself, with the Pods its
+    drain report names. Since when: the later of ``reported_at`` (when its conditions last
+    changed) and the start of the stage the Machine records; a controller that has stood
+    there for 15 minutes is not progressing (Cluster API keeps its Deleting condition True,
+    with the same transition time, from the deletion's start to its end: the stage's
+    recorded start is what moves)."""
     point = _HOOK_WAITS.get(progress.get("reason") or "") or _HOOK_WAITS.get((progress.get("message") or "").split(" ", 1)[0])
     hooks = flavour.hooks(machine).get(point) or [] if point else []
     if hooks:
         return hook_blockers(flavour, machine, point, hooks)
     who = f"controller {manager}" if manager else "the Machine's controller"
-    evidence = {"reason": progress.get("reason"), "details": list(progress.get("details") or [])}
-    since = stamp(reported_at)
-    if reported_at is not None and now - reported_at > STALLED_AFTER:
-        minutes = int((now - reported_at).total_seconds() // 60)
-        reason = f"its report has not changed for {minutes} min: {progress.get('message')}; look at the controller and what it reports"
-        return [Blocker(PHASE_CONTROLLER, KIND_CONTROLLER_STALLED, who, NEEDS_ACTION, reason, since, evidence)]
-    return [Blocker(PHASE_CONTROLLER, KIND_CONTROLLER, who, CLEARS, f"it carries out the deletion: {progress.get('message')}", since, evidence)]
+    details = list(progress.get("details") or [])
+    evidence = {"reason": progress.get("reason"), "details": details}
+    stage = stage_started_at(flavour, machine)
+    changed = max((moment for moment in (reported_at, stage) if moment is not None), default=None)
+    since = stamp(changed)
+    pods = reported_pod_blockers(details, who)
+    if changed is not None and now - changed > STALLED_AFTER:
+        minutes = int((now - changed).total_seconds() // 60)
+        reason = f"it has stood at the same stage for {minutes} min: {progress.get('message')}; look at the controller and what it reports"
+        return [Blocker(PHASE_CONTROLLER, KIND_CONTROLLER_STALLED, who, NEEDS_ACTION, reason, since, evidence), *pods]
+    return [Blocker(PHASE_CONTROLLER, KIND_CONTROLLER, who, CLEARS, f"it carries out the deletion: {progress.get('message')}", since, evidence), *pods]
 
 
 def reported_at(conditions: list[dict], types: tuple[str, ...]) -> _dt.datetime | None:

@@ -74,3 +74,45 @@ def test_a_controller_whose_report_has_not_changed_for_15_minutes_is_not_progres
     late = controller_blockers(flavour, machine, progress, manager="capi-manager", reported_at=written, now=written + dt.timedelta(minutes=40))
     assert [(b.kind, b.verdict) for b in late] == [("controller not progressing", NEEDS_ACTION)]
     assert late[0].evidence == {"reason": "DrainingNode", "details": ["* Pod a/b: x"]} and "40 min" in late[0].reason
+
+
+def test_a_controller_is_not_progressing_only_15_minutes_after_the_stage_it_stands_at_began() -> None:
+    # Cluster API keeps Deleting True, with its first transition time, from the hook's wait to the end:
+    # a drain begun after a long wait at the preDrain gate is not "not progressing" at once.
+    machine = {**CAPI, "metadata": {**CAPI["metadata"], "annotations": {}}}
+    machine["status"] = {"deletion": {"waitForPreDrainHookStartTime": "2026-01-01T00:00:00Z", "nodeDrainStartTime": "2026-01-01T00:20:00Z"}}
+    flavour = flavour_for(machine)
+    progress = {"phase": "drain", "reason": "DrainingNode", "message": "DrainingNode: Drain not completed yet", "details": []}
+    deleting = reported_at([{"type": "Deleting", "lastTransitionTime": "2026-01-01T00:00:00Z"}], ("Deleting",))
+    at = dt.datetime(2026, 1, 1, 0, 30, tzinfo=dt.UTC)
+    [early] = controller_blockers(flavour, machine, progress, manager="capi-manager", reported_at=deleting, now=at)
+    assert (early.kind, early.verdict, early.since) == ("controller", CLEARS, "2026-01-01T00:20:00Z")
+    [late] = controller_blockers(flavour, machine, progress, manager="capi-manager", reported_at=deleting, now=at + dt.timedelta(minutes=10))
+    assert (late.kind, late.verdict, late.since) == ("controller not progressing", NEEDS_ACTION, "2026-01-01T00:20:00Z")
+    assert late.reason.startswith("it has stood at the same stage for 20 min: DrainingNode: Drain not completed yet")
+
+
+def test_the_pods_a_controllers_drain_report_names_are_blockers_of_their_kind() -> None:
+    machine = {**CAPI, "metadata": {**CAPI["metadata"], "annotations": {}}}
+    details = [
+        "* Pod apps/db-0: cannot evict pod as it would violate the pod's disruption budget. The disruption budget db needs 1 healthy pods and has 1 currently",
+        "* Pods apps/a, apps/b, apps/c, ... (2 more): deletionTimestamp set, but still not removed from the Node",
+        "* Pod apps/web-0: failed to evict Pod, This pod has more than one PodDisruptionBudget, which the eviction subresource does not support.",
+        "* Pod apps/x-0: failed to evict Pod, admission webhook denied the request",
+        "* Pod apps/job-0: waiting for completion",
+        "* 1 Pod with other issues",
+    ]
+    progress = {"phase": "drain", "reason": "DrainingNode", "message": "DrainingNode: Drain not completed yet", "details": details}
+    found = controller_blockers(flavour_for(machine), machine, progress, manager="capi-manager", reported_at=None, now=dt.datetime(2026, 1, 1, tzinfo=dt.UTC))
+    assert [(b.phase, b.kind, b.object, b.verdict) for b in found] == [
+        ("controller", "controller", "controller capi-manager", CLEARS),
+        ("drain", "budget refusal", "Pod apps/db-0", CLEARS),
+        ("drain", "pod terminating", "Pod apps/a", CLEARS),
+        ("drain", "pod terminating", "Pod apps/b", CLEARS),
+        ("drain", "pod terminating", "Pod apps/c", CLEARS),
+        ("drain", "two budgets", "Pod apps/web-0", NEVER),
+        ("drain", "eviction error", "Pod apps/x-0", NEEDS_ACTION),
+        ("drain", "wait-for-completion", "Pod apps/job-0", CLEARS),
+    ]
+    assert found[1].evidence == {"reported_by": "controller capi-manager", "report": details[0].split(": ", 1)[1]}
+    assert found[6].reason == "the API server refuses its eviction: failed to evict Pod, admission webhook denied the request"
