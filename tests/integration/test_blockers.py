@@ -223,6 +223,36 @@ def test_a_pod_waited_for_to_complete_clears_by_itself(*, kube, namespace, make_
     assert blocker["since"] is None and blocker["evidence"] == {"phase": "Running"}, blocker
 
 
+@pytest.mark.parametrize("flavour", ["openshift"], indirect=True)
+@pytest.mark.parametrize("other_machine_deleting", [False, True])
+def test_another_cordoned_control_plane_node_holds_an_openshift_drain(
+    *, flavour, kube, namespace, machine_node, make_node, make_machine, run_module, other_machine_deleting
+) -> None:
+    control_plane = {"node-role.kubernetes.io/control-plane": ""}
+    machine, node = machine_node()
+    kube.patch(f"/api/v1/nodes/{node}", {"metadata": {"labels": control_plane}})
+    other = make_node(labels=control_plane)
+    other_machine = make_machine(namespace, node=other)["metadata"]["name"]
+    kube.patch(
+        f"/api/v1/nodes/{other}",
+        {"spec": {"unschedulable": True}, "metadata": {"annotations": {"machine.openshift.io/machine": f"{namespace}/{other_machine}"}}},
+    )
+    if other_machine_deleting:
+        delete_machine(kube, flavour, namespace, other_machine)
+    delete_machine(kube, flavour, namespace, machine)
+    try:
+        result = run_module("machine_drain", {"machine": machine, "namespace": namespace, "wait": False})
+
+        assert not result.get("failed"), result.get("msg")
+        [blocker] = result["blockers"]
+        assert (blocker["phase"], blocker["kind"], blocker["object"]) == ("drain", "another control-plane Node cordoned", f"Node {other}"), blocker
+        assert blocker["evidence"] == {"node": other, "machine": f"{namespace}/{other_machine}", "machine_deleting": other_machine_deleting}
+        assert blocker["verdict"] == (CLEARS if other_machine_deleting else NEEDS_ACTION) and blocker["since"] is None
+        assert not kube.get(f"/api/v1/nodes/{node}")["spec"].get("unschedulable"), "held: not cordoned"
+    finally:
+        kube.patch(f"/api/v1/nodes/{other}", {"spec": {"unschedulable": None}})
+
+
 # ---------------------------------------------------------------------------
 # The gates, and what the progress lines say of the grave blockers
 
@@ -321,16 +351,18 @@ def test_an_attached_volume_clears_by_itself_since_the_recorded_wait(*, flavour,
 
 
 @CAPI_ONLY
-def test_an_infrastructure_object_kept_by_its_finalizer_clears_by_itself(*, flavour, doomed, run_module) -> None:
-    machine = doomed(infrastructure_finalizers=("infrastructure.example.com/instance",))
+@pytest.mark.parametrize("which", ["infrastructure", "bootstrap"])
+def test_an_infrastructure_or_bootstrap_object_kept_by_its_finalizer_clears_by_itself(*, flavour, doomed, run_module, which) -> None:
+    machine = doomed(**{f"{which}_finalizers": ("provider.example.com/cleanup",)})
 
     result = run_module("machine_terminate", args(machine))
 
     assert not result.get("failed"), result.get("msg")
     [blocker] = result["blockers"]
     assert (blocker["phase"], blocker["kind"], blocker["verdict"]) == ("infrastructure", "infrastructure finalizer", CLEARS), blocker
-    assert blocker["object"] == f"FakeMachine {machine['namespace']}/{machine['name']}"
-    assert blocker["evidence"] == {"finalizers": ["infrastructure.example.com/instance"]} and blocker["since"] is None
+    kind = "FakeMachine" if which == "infrastructure" else "FakeBootstrapConfig"
+    assert blocker["object"] == f"{kind} {machine['namespace']}/{machine['name']}"
+    assert blocker["evidence"] == {"finalizers": ["provider.example.com/cleanup"]} and blocker["since"] is None
 
 
 @pytest.mark.parametrize("flavour", ["openshift"], indirect=True)

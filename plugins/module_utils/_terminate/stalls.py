@@ -14,6 +14,7 @@ from ansible_collections.lifecycle.machine.plugins.module_utils._machine.blocker
     KIND_DRAIN_UNFINISHED,
     KIND_FINALIZER,
     KIND_INFRASTRUCTURE_FINALIZER,
+    KIND_INSTANCE,
     KIND_NODE_DELETION_ERROR,
     KIND_VOLUME_ATTACHMENT,
     NEEDS_ACTION,
@@ -81,7 +82,7 @@ def _refusal_blockers(decision: Decision, facts: Facts, flavour: Flavour) -> lis
 
 def _instance_blockers(decision: Decision, facts: Facts, flavour: Flavour) -> list[Blocker]:
     reason = "the provider tasks terminate the instance; run again with instance_terminated=true once they succeed"
-    return [Blocker(PHASE_INFRASTRUCTURE, "instance", f"Machine {machine_label(facts.machine or {})}", NEEDS_ACTION, reason)]
+    return [Blocker(PHASE_INFRASTRUCTURE, KIND_INSTANCE, f"Machine {machine_label(facts.machine or {})}", NEEDS_ACTION, reason)]
 
 
 def _finalizer_blockers(decision: Decision, facts: Facts, flavour: Flavour) -> list[Blocker]:
