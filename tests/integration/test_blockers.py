@@ -352,7 +352,7 @@ def test_an_attached_volume_clears_by_itself_since_the_recorded_wait(*, flavour,
 
 @CAPI_ONLY
 @pytest.mark.parametrize("which", ["infrastructure", "bootstrap"])
-def test_an_infrastructure_or_bootstrap_object_kept_by_its_finalizer_clears_by_itself(*, flavour, doomed, run_module, which) -> None:
+def test_an_infrastructure_or_bootstrap_object_kept_by_its_finalizer_clears_by_itself(*, flavour, doomed, run_module, kube, which) -> None:
     machine = doomed(**{f"{which}_finalizers": ("provider.example.com/cleanup",)})
 
     result = run_module("machine_terminate", args(machine))
@@ -362,7 +362,8 @@ def test_an_infrastructure_or_bootstrap_object_kept_by_its_finalizer_clears_by_i
     assert (blocker["phase"], blocker["kind"], blocker["verdict"]) == ("infrastructure", "infrastructure finalizer", CLEARS), blocker
     kind = "FakeMachine" if which == "infrastructure" else "FakeBootstrapConfig"
     assert blocker["object"] == f"{kind} {machine['namespace']}/{machine['name']}"
-    assert blocker["evidence"] == {"finalizers": ["provider.example.com/cleanup"]} and blocker["since"] is None
+    deleted = kube.get(machine[which])["metadata"]["deletionTimestamp"]
+    assert blocker["evidence"] == {"finalizers": ["provider.example.com/cleanup"]} and blocker["since"] == deleted
 
 
 @pytest.mark.parametrize("flavour", ["openshift"], indirect=True)

@@ -66,7 +66,9 @@ def _object_blocker(decision: Decision, state: ObjectState | None) -> list[Block
     finalizers = list(state.finalizers) if state is not None else []
     reason = f"finalizers {', '.join(finalizers)} keep it until whoever set them (its provider) is done" if finalizers else "it is being deleted"
     name = f"{ref.kind} {ref.namespace}/{ref.name}"
-    return [Blocker(PHASE_INFRASTRUCTURE, KIND_INFRASTRUCTURE_FINALIZER, name, CLEARS, reason, evidence={"finalizers": finalizers})]
+    # Since its deletion was asked for (its deletionTimestamp), when the run has read it being deleted.
+    deleted = ((state.obj or {}).get("metadata") or {}).get("deletionTimestamp") if state is not None else None
+    return [Blocker(PHASE_INFRASTRUCTURE, KIND_INFRASTRUCTURE_FINALIZER, name, CLEARS, reason, deleted or None, {"finalizers": finalizers})]
 
 
 def _refusal_blockers(decision: Decision, facts: Facts, flavour: Flavour) -> list[Blocker]:

@@ -42,6 +42,11 @@ def test_an_infrastructure_object_kept_by_finalizers() -> None:
     held = ObjectState(exists=True, deleting=True, finalizers=("infrastructure.example.com/vm",))
     [infra] = blockers_of(machine("v1beta2"), infrastructure=held)
     assert (infra.kind, infra.object, infra.evidence) == ("infrastructure finalizer", "FakeMachine ns/m-1", {"finalizers": ["infrastructure.example.com/vm"]})
+    assert infra.since is None, "not read being deleted: no time to say"
+    read = {"metadata": {"name": "m-1", "deletionTimestamp": rfc3339(DELETED_AT), "finalizers": ["infrastructure.example.com/vm"]}}
+    deleting = ObjectState(exists=True, deleting=True, finalizers=("infrastructure.example.com/vm",), obj=read)
+    [infra] = blockers_of(machine("v1beta2"), infrastructure=deleting)
+    assert infra.since == rfc3339(DELETED_AT), "since its deletion was asked for"
 
 
 def test_openshift_waits_for_provider_tasks_and_a_node_deletion_error_needs_someone() -> None:
