@@ -17,9 +17,23 @@ options:
       - V(fail) fails at once (for M(lifecycle.machine.machine_delete), that Machine), naming what holds it, and
         records a Warning Event C(DrainStalled) on the Machine. Nothing is overridden - no budget, no hook - and the
         Machine stays marked for deletion, so a later run goes on once what holds it is fixed.
+      - O(stall_timeout) fails a drain that makes no progress for a while, whatever O(on_stall) says.
     type: str
     choices: [wait, fail]
     default: wait
+  stall_timeout:
+    description:
+      - Fail the drain (for M(lifecycle.machine.machine_delete), that Machine) once it has made no progress for this long -
+        whole seconds or a Go duration (V(30m), V(2h)); at least a second. Unset (the default), the drain never fails for that.
+      - Setting it is enough; it applies with O(on_stall=wait) as with O(on_stall=fail).
+      - Progress is any of - an eviction the API server granted (or a Pod deleted as O(escalations) asked), a Pod the drain
+        evicts or waits for gone from the Node, the next batch (a higher drain order) started. The drain's first pass starts
+        the count. Refusals, retries, Pods still terminating and new Pods on the Node are no progress.
+      - The failure names what holds the drain (the result's C(blockers)), and a Warning Event C(DrainStalled) is recorded on
+        the Machine. Nothing is overridden - no budget, no hook - and the Machine stays marked for deletion, so a later run goes on.
+      - M(lifecycle.machine.machine_delete) counts the time across calls and rounds (the last progress is kept in its result's C(clock), as C(drain_progress));
+        M(lifecycle.machine.machine_drain) counts it across the rounds of one task (its result's C(stall)).
+    type: raw
   escalations:
     description:
       - What to do instead of evicting, after a deadline, for the Pods you choose - an explicit override, on the record.
@@ -61,4 +75,13 @@ options:
         description:
           - Only Pods this label selector (C(matchLabels), C(matchExpressions)) selects; unset for every Pod.
         type: dict
+      drain_rules:
+        description:
+          - Only Pods whose drain behaviour and order one of these MachineDrainRules decided (by name); empty for any Pod,
+            whatever decided it.
+          - Each name must be one of the task's rules - O(rules), or the cluster's MachineDrainRules in the Machine's
+            namespace with O(use_cluster_rules) - or the task fails before anything is touched.
+        type: list
+        elements: str
+        default: []
 """

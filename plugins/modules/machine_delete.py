@@ -106,7 +106,8 @@ options:
   clock:
     description:
       - When each Machine's deletion, drain and termination started, as RV(clock) of the previous call returned it, so
-        that the time budgets and the time in RV(progress) count across calls. Empty on the first call.
+        that the time budgets and the time in RV(progress) count across calls (and when its drain last made progress,
+        for O(stall_timeout)). Empty on the first call.
     type: dict
     default: {}
   progress_interval:
@@ -262,7 +263,9 @@ progress:
     - "default/md-0-b: in progress at drain - order 0: 2 Pods (1 terminating), order 10: 3 Pods"
     - "    * Pod default/web-1: cannot evict pod as it would violate the pod's disruption budget."
 clock:
-  description: When each Machine's deletion, drain and termination started (epoch seconds), to hand to the next call's O(clock).
+  description:
+    - When each Machine's deletion, drain and termination started (epoch seconds), to hand to the next call's O(clock).
+    - C(drain_progress) is when its drain last made progress (O(stall_timeout) counts from there).
   returned: always
   type: dict
 preflight:

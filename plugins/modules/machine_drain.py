@@ -162,6 +162,11 @@ options:
         in one round, as with V(0).
     type: raw
     default: 0
+  progress_since:
+    description:
+      - When the drain last made progress (epoch seconds), so that O(stall_timeout) counts on from there - C(progress_since)
+        of the previous round's RV(stall). The action plugin passes it from round to round; leave it unset.
+    type: float
   grace_period:
     description:
       - Overrides the termination grace period of every evicted Pod, in seconds.
@@ -452,7 +457,7 @@ escalations:
   description:
     - The Pods this task deleted instead of evicting, as O(escalations) asked (in check mode, with C(dry_run), the ones
       it would delete). Each entry has C(pod), C(at), C(dry_run), C(action), C(after_seconds), C(reason),
-      C(namespaces) and C(pod_selector). Each deletion is also a Warning Event C(DrainEscalated) on the Machine.
+      C(namespaces), C(pod_selector) and C(drain_rules). Each deletion is also a Warning Event C(DrainEscalated) on the Machine.
   returned: always
   type: list
   elements: dict
@@ -465,6 +470,15 @@ escalations:
       reason: "CHG-1234: the db primary's budget is fixed at zero; approved by the storage team"
       namespaces: [shop]
       pod_selector: {matchLabels: {app: db}}
+      drain_rules: []
+stall:
+  description:
+    - When the drain last made progress (O(stall_timeout)) - C(progress_since) (epoch seconds; the next round gets it as
+      O(progress_since)), C(progress_at) (the same, RFC 3339), C(progress) (what it was) and C(timeout) (O(stall_timeout),
+      null when unset).
+  returned: with O(stall_timeout), once the drain made a pass
+  type: dict
+  sample: {timeout: 1800, progress_since: 1795782300.5, progress_at: "2026-11-27T13:45:00Z", progress: "eviction granted: Pod shop/web-0"}
 blocked_by:
   description: The preDrain hooks holding the drain, each with C(name) and C(owner) (and C(annotation) on Cluster API).
   returned: when held at the preDrain gate
@@ -498,6 +512,7 @@ def main():
         "grace_period": {"type": "raw"},
         "disable_eviction": {"type": "bool", "default": False},
         "progress_interval": {"type": "raw", "default": 0},
+        "progress_since": {"type": "float"},
         **machine_side_spec(),
         **stall_spec(),
     }

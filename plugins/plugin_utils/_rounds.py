@@ -112,7 +112,9 @@ class DrainRounds(Rounds):
             return self.args
         # Never under a second: when the time is up the module fails with its own timeout message.
         self.sent_timeout = max(1, int(self.deadline - now))
-        return {**self.args, "wait_timeout": self.sent_timeout}
+        # stall_timeout counts across rounds: from the last progress the previous round saw.
+        since = (self.last.get("stall") or {}).get("progress_since")
+        return {**self.args, "wait_timeout": self.sent_timeout, **({"progress_since": since} if since is not None else {})}
 
     def add(self, result: dict) -> list[str]:
         super().add(result)

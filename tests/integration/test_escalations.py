@@ -4,7 +4,7 @@ Warning Event on the Machine naming who asked; before it, and in check mode, not
 
 from __future__ import annotations
 
-from test_machine_drain import CAPI_ONLY, create_pdb, delete_machine, evictions, get_pod, make_pods
+from test_machine_drain import CAPI_ONLY, create_pdb, delete_machine, evictions, get_pod, machine_path, make_pods, order_rule
 from test_stalls import budget
 
 REASON = "CHG-1234: the db primary's budget is fixed at zero; approved by the storage team"
@@ -64,3 +64,47 @@ def test_an_escalation_that_cannot_be_understood_is_refused_before_anything_is_t
         assert not (kube.get(f"/api/v1/nodes/{node}")["spec"].get("unschedulable")), "nothing was touched"
     result = run_module("machine_drain", {"node": node, "escalations": [{"after": "1m", "reason": "x", "podSelector": {}}]})
     assert result.get("failed") and "podSelector" in result["msg"], result.get("msg")
+
+
+@CAPI_ONLY
+def test_an_escalation_naming_a_drain_rule_deletes_only_the_pod_that_rule_decided(*, flavour, kube, namespace, machine_node, run_module, audit_events) -> None:
+    machine, node = machine_node()
+    make_pods(kube, namespace, node, {"db-0": {"labels": {"app": "db"}}, "cache-0": {"labels": {"app": "cache"}}})
+    budget(kube, namespace, "all", {"maxUnavailable": 0, "selector": {"matchExpressions": [{"key": "app", "operator": "Exists"}]}})
+    delete_machine(kube, flavour, namespace, machine)
+    # Both Pods are in the one batch (order 0); each decided by a rule of its own.
+    rules = [order_rule("db-rule", 0, app="db"), order_rule("cache-rule", 0, app="cache")]
+    escalations = [{"after": 0, "reason": REASON, "drain_rules": ["db-rule"]}]
+
+    result = run_module(
+        "machine_drain", {"machine": machine, "namespace": namespace, "rules": rules, "escalations": escalations, "wait_timeout": 8, "wait_sleep": 1}
+    )
+
+    assert result.get("failed") and result.get("timed_out"), result
+    assert [(e["pod"], e["drain_rules"]) for e in result["escalations"]] == [(f"{namespace}/db-0", ["db-rule"])]
+    assert pod_deletions(audit_events, namespace) == ["db-0"]
+    assert not get_pod(kube, namespace, "cache-0")["metadata"].get("deletionTimestamp"), "the other rule's Pod is only asked, never deleted"
+    assert {e["reason"] for e in kube.list(f"/api/v1/namespaces/{namespace}/events", field_selector=f"involvedObject.name={machine}")} >= {"DrainEscalated"}
+
+
+@CAPI_ONLY
+def test_an_escalation_naming_a_rule_the_task_does_not_have_is_refused_before_anything_is_touched(
+    *, flavour, kube, namespace, machine_node, run_module, audit_events
+) -> None:
+    machine, node = machine_node()
+    make_pods(kube, namespace, node, {"db-0": {"labels": {"app": "db"}}})
+    delete_machine(kube, flavour, namespace, machine)
+    before = kube.get(machine_path(flavour, namespace, machine))
+    rules = [order_rule("db-rule", 0, app="db")]
+    escalations = [{"after": 0, "reason": REASON, "drain_rules": ["db-rul"]}]
+
+    result = run_module("machine_drain", {"machine": machine, "namespace": namespace, "rules": rules, "escalations": escalations})
+    assert result.get("failed") and "drain_rules names db-rul" in result["msg"] and "the task's rules: db-rule" in result["msg"], result.get("msg")
+    assert f"MachineDrainRules of namespace {namespace}" in result["msg"]
+    deleted = run_module("machine_delete", {"machines": [{"name": machine, "namespace": namespace}], "rules": rules, "escalations": escalations})
+    assert deleted.get("failed") and "drain_rules names db-rul" in deleted["msg"], deleted.get("msg")
+
+    # Nothing touched: not cordoned, nothing evicted or deleted, the Machine as it was.
+    assert not kube.get(f"/api/v1/nodes/{node}")["spec"].get("unschedulable")
+    assert evictions(audit_events, namespace) == {} and pod_deletions(audit_events, namespace) == []
+    assert kube.get(machine_path(flavour, namespace, machine))["metadata"]["resourceVersion"] == before["metadata"]["resourceVersion"]

@@ -8,7 +8,7 @@ from __future__ import annotations
 import time
 
 from khelpers import deployment, pod_is_ready, wait_for
-from test_machine_drain import CAPI_ONLY, GRACE, create_pdb, delete_machine, evictions, get_pod, machine_path, make_pods
+from test_machine_drain import CAPI_ONLY, GRACE, create_pdb, delete_machine, evictions, get_pod, machine_path, make_pods, order_rule
 
 NEVER = "can never clear as things stand"
 
@@ -135,3 +135,80 @@ def test_check_mode_says_which_machines_would_finish_wait_or_never_and_changes_n
     # Check mode changed nothing: no Machine marked, no eviction sent.
     assert all(not kube.get(machine_path(flavour, namespace, m["name"]))["metadata"].get("deletionTimestamp") for m in machines)
     assert evictions(audit_events, namespace) == {}
+
+
+def stalled_events(kube, namespace: str, machine: str) -> list[dict]:
+    events = kube.list(f"/api/v1/namespaces/{namespace}/events", field_selector=f"involvedObject.name={machine}")
+    return [e for e in events if e["reason"] == "DrainStalled"]
+
+
+@CAPI_ONLY
+def test_stall_timeout_fails_a_drain_without_progress_across_rounds_and_a_later_run_goes_on(
+    *, flavour, kube, namespace, machine_node, run_module, audit_events
+) -> None:
+    machine, node = machine_node()
+    make_pods(kube, namespace, node, {"free-0": {}, "db-0": {"labels": {"app": "db"}}})
+    budget(kube, namespace, "db", {"maxUnavailable": 0, "selector": {"matchLabels": {"app": "db"}}})
+    delete_machine(kube, flavour, namespace, machine)
+    params = {"machine": machine, "namespace": namespace, "wait_timeout": 120, "wait_sleep": 1}
+
+    began = time.monotonic()
+    # Rounds of 2 s: only a count carried from round to round reaches 5 s without progress.
+    result = run_module("machine_drain", {**params, "stall_timeout": "5s", "progress_interval": 2})
+    took = time.monotonic() - began
+
+    assert result.get("failed") and result.get("stalled") and not result.get("timed_out"), result
+    assert result["rounds"] >= 2 and took < 60, (result["rounds"], took)
+    assert result["msg"].startswith(f"Stopped draining Node {node}: no progress for "), result["msg"]
+    assert "stall_timeout is 5 s; the last was at " in result["msg"], result["msg"]
+    assert f"Pod {namespace}/db-0: budget {namespace}/db" in result["msg"], "it names what holds it"
+    assert result["stall"]["timeout"] == 5 and result["stall"]["progress_since"] <= time.time() - 5, result["stall"]
+    # On the record, nothing overridden, the Machine still marked.
+    [event] = stalled_events(kube, namespace, machine)
+    assert event["type"] == "Warning" and "asked for by stall_timeout: 5 s" in event["message"]
+    assert not get_pod(kube, namespace, "db-0")["metadata"].get("deletionTimestamp")
+    assert set(evictions(audit_events, namespace)["db-0"]) == {429}
+    assert kube.get(machine_path(flavour, namespace, machine))["metadata"].get("deletionTimestamp")
+
+    # Fixed, a later run without the option goes on where it stood.
+    kube.delete(f"/apis/policy/v1/namespaces/{namespace}/poddisruptionbudgets/db")
+    later = run_module("machine_drain", params)
+    assert not later.get("failed") and later["completed"], later
+    assert later["evicted"] == [f"{namespace}/db-0"] and "stall" not in later
+
+
+def test_a_drain_that_keeps_making_progress_is_not_stalled(*, kube, namespace, make_node, run_module) -> None:
+    node = make_node()
+    # Three batches, each a Pod that takes 3 s to go: the drain takes longer than stall_timeout, never that long without progress.
+    make_pods(kube, namespace, node, {f"p{order}": {"grace": 3, "labels": {"step": str(order)}} for order in (0, 10, 20)})
+    rules = [order_rule(f"step-{order}", order, step=str(order)) for order in (0, 10, 20)]
+
+    began = time.monotonic()
+    result = run_module("machine_drain", {"node": node, "rules": rules, "stall_timeout": 5, "wait_timeout": 120, "wait_sleep": 1})
+
+    assert not result.get("failed") and result["completed"], result.get("msg")
+    assert time.monotonic() - began > 5, "the drain itself took longer than stall_timeout"
+    assert result["evicted"] == [f"{namespace}/p0", f"{namespace}/p10", f"{namespace}/p20"]
+    assert f"Pod {namespace}/p20" in result["stall"]["progress"], result["stall"]
+
+
+@CAPI_ONLY
+def test_machine_delete_counts_the_time_without_progress_across_rounds(*, flavour, kube, namespace, machine_node, run_module) -> None:
+    machine, node = machine_node()
+    make_pods(kube, namespace, node, {"db-0": {"labels": {"app": "db"}}})
+    budget(kube, namespace, "db", {"maxUnavailable": 0, "selector": {"matchLabels": {"app": "db"}}})
+    machines = [{"name": machine, "namespace": namespace}]
+
+    began = time.monotonic()
+    result = run_module(
+        "machine_delete", {"machines": machines, "machine_controller": "absent", "stall_timeout": 5, "progress_interval": 2, "drain_timeout": 120}
+    )
+
+    [outcome] = result["machines"]
+    assert outcome["status"] == "failed" and outcome["message"].startswith(f"Stopped draining Node {node}: no progress for "), outcome
+    assert result["rounds"] >= 2 and time.monotonic() - began < 60, "a round lasts 2 s: only a count carried across rounds reaches 5"
+    assert f"Pod {namespace}/db-0: budget {namespace}/db" in outcome["message"]
+    assert result["clock"][f"{namespace}/{machine}"]["drain_progress"] >= result["clock"][f"{namespace}/{machine}"]["drain"]
+    assert [e["type"] for e in stalled_events(kube, namespace, machine)] == ["Warning"]
+    assert not get_pod(kube, namespace, "db-0")["metadata"].get("deletionTimestamp"), "nothing overridden"
+    assert kube.get(machine_path(flavour, namespace, machine))["metadata"].get("deletionTimestamp"), "the Machine stays marked"

@@ -38,6 +38,10 @@ STATUSES = (DONE, IN_PROGRESS, AWAITING_INSTANCE, FAILED, PLANNED)
 DRAIN, TERMINATE = "drain", "terminate"
 # When the collection took a Machine's deletion on (its first call): the progress lines count from it, across calls.
 STARTED = "started"
+# When a Machine's drain last made progress (stall_timeout, docs/stalls.md): carried in the clock like a phase's start.
+DRAIN_PROGRESS = "drain_progress"
+# What a Machine's entry in the clock may hold.
+CLOCK_KEYS = (STARTED, DRAIN, TERMINATE, DRAIN_PROGRESS)
 
 # A phase needs at least a second; wait_sleep paces the volume-detach checks (0 would not pause at all).
 BOUNDS = (
@@ -47,6 +51,7 @@ BOUNDS = (
     *seconds("wait_sleep", least=1),
     *seconds("grace_period"),
     *seconds("controller_grace"),
+    *seconds("stall_timeout", least=1),
 )
 
 
@@ -118,6 +123,8 @@ class DeleteRequest:
     on_stall: str = "wait"
     # What the user asked to be done instead of evicting, after a deadline (_drain/escalations.py).
     escalations: Sequence[Escalation] = ()
+    # Fail a Machine whose drain made no progress for this many seconds, counted across calls in ``clock``; None: never.
+    stall_timeout: int | None = None
 
     @classmethod
     def from_params(cls, params: dict, check_mode: bool, now: float) -> DeleteRequest:
@@ -146,6 +153,7 @@ class DeleteRequest:
             controller_grace=DEFAULT_GRACE if params.get("controller_grace") is None else params["controller_grace"],
             on_stall=params.get("on_stall") or "wait",
             escalations=normalize_escalations(params.get("escalations")),
+            stall_timeout=params.get("stall_timeout"),
         )
 
 
@@ -181,7 +189,7 @@ def started_clock(clock: dict, now: float, keys: list[str] | tuple[str, ...] = (
     result: dict[str, dict[str, float]] = {}
     for key, phases in (clock or {}).items():
         if isinstance(phases, dict):
-            result[str(key)] = {phase: float(since) for phase, since in phases.items() if phase in (STARTED, DRAIN, TERMINATE) and _number(since, now)}
+            result[str(key)] = {phase: float(since) for phase, since in phases.items() if phase in CLOCK_KEYS and _number(since, now)}
     for key in keys:
         start_phase(result, key, STARTED, now)
     return result

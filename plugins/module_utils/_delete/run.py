@@ -15,6 +15,7 @@ from ansible_collections.lifecycle.machine.plugins.module_utils._delete.logic im
     AWAITING_INSTANCE,
     DONE,
     DRAIN,
+    DRAIN_PROGRESS,
     FAILED,
     IN_PROGRESS,
     PLANNED,
@@ -31,8 +32,9 @@ from ansible_collections.lifecycle.machine.plugins.module_utils._delete.logic im
     start_phase,
     terminate_summary,
 )
+from ansible_collections.lifecycle.machine.plugins.module_utils._drain.escalations import rule_names_wanted
 from ansible_collections.lifecycle.machine.plugins.module_utils._drain.request import DrainRequest
-from ansible_collections.lifecycle.machine.plugins.module_utils._drain.run import DrainRun
+from ansible_collections.lifecycle.machine.plugins.module_utils._drain.run import DrainRun, check_escalation_rules
 from ansible_collections.lifecycle.machine.plugins.module_utils._errors import MachineError
 from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.client import KubeApi
 from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.errors import ApiError, Cancelled
@@ -304,6 +306,9 @@ class MachineDeletion:
             workload=request.workload,
             on_stall=request.on_stall,
             escalations=request.escalations,
+            stall_timeout=request.stall_timeout,
+            # stall_timeout counts across calls and rounds: from the last progress an earlier one saw.
+            progress_since=(self.clock.get(self.key) or {}).get(DRAIN_PROGRESS),
         )
         try:
             # The phase's end is the drain's deadline, given where its KubeApi is made.
@@ -313,6 +318,8 @@ class MachineDeletion:
             finally:
                 scope.seen(run.machine)  # the Machine as the drain last saw or wrote it
                 self.preview = run.report.preview
+                if run.stall.since is not None and request.stall_timeout is not None and not request.check_mode:
+                    self.clock.setdefault(self.key, {})[DRAIN_PROGRESS] = run.stall.since
         except MachineError as exc:
             outcome.drain = drain_summary(exc.result)
             outcome.changed |= bool(exc.result.get("changed"))
@@ -391,6 +398,9 @@ def delete_machines(api: KubeApi, request: DeleteRequest) -> dict:
         machine_api_versions(api, api_version)  # a mistyped api_version fails the task before any Machine is touched
     for namespace in sorted({machine["namespace"] for machine in request.machines}):
         require_namespace(api, namespace)  # so does a mistyped namespace, which would report its Machines done
+        # An escalation naming a MachineDrainRule none of the namespace's rules is fails the task before any Machine is touched.
+        if rule_names_wanted(request.escalations):
+            check_escalation_rules(api, request.escalations, list(request.rules), request.use_cluster_rules, namespace)
     # One clock for the task: the transport's (each Machine's fork shares it).
     started = api.monotonic()
     slice_end = started + request.progress_interval if request.progress_interval and not request.check_mode else None

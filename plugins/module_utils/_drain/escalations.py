@@ -8,8 +8,9 @@ long that takes. A user who has decided otherwise for some Pods says so,
 explicitly and on the record: after a deadline counted from the drain's start,
 a Pod of the drain's current batch that is still on the Node (its eviction
 refused, or not allowed yet) and matches the escalation's namespaces and Pod
-selector is deleted with its own grace period instead of evicted - the budget
-is not asked. Each such deletion is recorded as a Warning Event
+selector (and, with ``drain_rules``, whose drain behaviour came from one of
+those MachineDrainRules) is deleted with its own grace period instead of
+evicted - the budget is not asked. Each such deletion is recorded as a Warning Event
 ``DrainEscalated`` on the Machine, naming the reason the user gave, and in the
 result. Pods the drain skips (DaemonSet, static, skip label or rule) are never
 touched; nothing is escalated before the deadline, in check mode nothing is
@@ -18,8 +19,8 @@ deleted (the result says what would be).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
 
 from ansible_collections.lifecycle.machine.plugins.module_utils._drain.selectors import labels_of, match_label_selector, selector_requirements
 from ansible_collections.lifecycle.machine.plugins.module_utils._errors import MachineError
@@ -28,7 +29,7 @@ from ansible_collections.lifecycle.machine.plugins.module_utils._timeutil import
 
 DELETE_POD = "delete_pod"
 ACTIONS = (DELETE_POD,)
-KEYS = ("after", "action", "reason", "namespaces", "pod_selector")
+KEYS = ("after", "action", "reason", "namespaces", "pod_selector", "drain_rules")
 EVENT_REASON = "DrainEscalated"
 
 
@@ -41,6 +42,10 @@ class Escalation:
     action: str = DELETE_POD
     namespaces: tuple[str, ...] = ()  # none: every namespace
     pod_selector: dict | None = None  # none: every Pod
+    drain_rules: tuple[str, ...] = ()  # none: whatever decided the Pod's drain
+    # The MachineDrainRule that decided a Pod's drain (its name; None: no rule did), for ``drain_rules``:
+    # the pass binds it (:func:`bind_rule_lookup`); unbound, an escalation with ``drain_rules`` matches nothing.
+    rule_of: Callable[[dict], str | None] | None = field(default=None, compare=False, repr=False)
 
     def applies(self, pod: dict, elapsed: float) -> bool:
         """Whether ``pod`` is escalated ``elapsed`` seconds after the drain started."""
@@ -48,7 +53,9 @@ class Escalation:
             return False
         if self.namespaces and pod["metadata"].get("namespace") not in self.namespaces:
             return False
-        return self.pod_selector is None or match_label_selector(self.pod_selector, labels_of(pod))
+        if self.pod_selector is not None and not match_label_selector(self.pod_selector, labels_of(pod)):
+            return False
+        return not self.drain_rules or (self.rule_of is not None and self.rule_of(pod) in self.drain_rules)
 
     def as_dict(self) -> dict:
         return {
@@ -57,6 +64,7 @@ class Escalation:
             "reason": self.reason,
             "namespaces": list(self.namespaces),
             "pod_selector": self.pod_selector,
+            "drain_rules": list(self.drain_rules),
         }
 
 
@@ -81,11 +89,7 @@ def normalize_escalations(entries: Sequence[dict] | None) -> tuple[Escalation, .
         action = entry.get("action") or DELETE_POD
         if action not in ACTIONS:
             errors.append(f"{where}.action must be one of {list(ACTIONS)}, not {action!r}")
-        namespaces = entry.get("namespaces") or []
-        if not isinstance(namespaces, list):
-            errors.append(f"{where}.namespaces must be a list of namespace names")
-            namespaces = []
-        errors.extend(error for error in (namespace_error(f"{where}.namespaces", name) for name in namespaces) if error)
+        namespaces, rules = _chosen(entry, where, errors)
         selector = entry.get("pod_selector")
         if selector is not None:
             try:
@@ -93,10 +97,36 @@ def normalize_escalations(entries: Sequence[dict] | None) -> tuple[Escalation, .
             except (MachineError, ValueError, TypeError) as exc:
                 errors.append(f"{where}.pod_selector: {getattr(exc, 'msg', None) or exc}")
         if not errors and after is not None:
-            found.append(Escalation(after=after, reason=reason.strip(), action=action, namespaces=tuple(namespaces), pod_selector=selector))
+            found.append(
+                Escalation(
+                    after=after,
+                    reason=reason.strip(),
+                    action=action,
+                    namespaces=tuple(namespaces),
+                    pod_selector=selector,
+                    drain_rules=tuple(dict.fromkeys(name.strip() for name in rules)),
+                )
+            )
     if errors:
         raise MachineError("Invalid escalations: " + "; ".join(errors) + "; nothing was changed")
     return tuple(found)
+
+
+def _chosen(entry: dict, where: str, errors: list[str]) -> tuple[list[str], list[str]]:
+    """An entry's ``namespaces`` and ``drain_rules`` (what is wrong with them added to ``errors``)."""
+    namespaces = entry.get("namespaces") or []
+    if not isinstance(namespaces, list):
+        errors.append(f"{where}.namespaces must be a list of namespace names")
+        namespaces = []
+    errors.extend(error for error in (namespace_error(f"{where}.namespaces", name) for name in namespaces) if error)
+    rules = entry.get("drain_rules") or []
+    if not isinstance(rules, list):
+        errors.append(f"{where}.drain_rules must be a list of MachineDrainRule names")
+        rules = []
+    if any(not isinstance(name, str) or not name.strip() for name in rules):
+        errors.append(f"{where}.drain_rules must name MachineDrainRules (non-empty names), not {rules!r}")
+        rules = []
+    return namespaces, rules
 
 
 def _after(value: object) -> float | None:
@@ -122,3 +152,28 @@ def escalation_for(pod: dict, escalations: Sequence[Escalation], elapsed: float)
 def event_message(pod_key: str, escalation: Escalation) -> str:
     """The DrainEscalated Event's message: what was done, after how long, and who asked for it."""
     return f"Deleted Pod {pod_key} instead of evicting it, {escalation.after:g} s after the drain started, as asked: {escalation.reason}"
+
+
+def rule_names_wanted(escalations: Sequence[Escalation]) -> set[str]:
+    """Every MachineDrainRule name the escalations' ``drain_rules`` give."""
+    return {name for escalation in escalations for name in escalation.drain_rules}
+
+
+def unknown_rule_names(escalations: Sequence[Escalation], known: Sequence[str]) -> list[str]:
+    """The ``drain_rules`` names that are none of the task's rules (``known``: the names of its inline
+    rules and of the cluster's MachineDrainRules it reads), sorted: such an entry could never match."""
+    return sorted(rule_names_wanted(escalations) - set(known))
+
+
+def unknown_rules_message(unknown: Sequence[str], known: Sequence[str], where: str) -> str:
+    """Why escalations naming ``unknown`` rules are refused (``where``: whose rules were looked at)."""
+    have = ", ".join(sorted(known)) or "none"
+    return (
+        f"Invalid escalations: drain_rules names {', '.join(unknown)}, which no MachineDrainRule of the task is ({where}; "
+        f"the task's rules: {have}): such an escalation could never apply; nothing was changed"
+    )
+
+
+def bind_rule_lookup(escalations: Sequence[Escalation], rule_of: Callable[[dict], str | None]) -> tuple[Escalation, ...]:
+    """The escalations, those with ``drain_rules`` told how to find the rule that decided a Pod."""
+    return tuple(replace(escalation, rule_of=rule_of) if escalation.drain_rules else escalation for escalation in escalations)

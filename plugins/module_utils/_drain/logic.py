@@ -72,6 +72,7 @@ class PodDecision:
     terminating: bool = False  # has a deletionTimestamp, or this task evicted it (passes.EvictionMemory)
     phase: str = ""
     claims: list[str] = field(default_factory=list)  # PersistentVolumeClaim names (Pod's namespace)
+    rule: str | None = None  # the MachineDrainRule that decided behavior and order; None when no rule did
 
     @property
     def key(self) -> str:
@@ -125,6 +126,7 @@ class _Verdict:
     reason: str = ""
     order: int = 0
     warning: str = ""
+    rule: str | None = None  # the MachineDrainRule that decided
 
 
 _MISSING_NAMESPACE = _Verdict(behavior="", reason="Pod Namespace does not exist")
@@ -183,7 +185,7 @@ def _drain_rules(pod: _Candidate) -> _Verdict | None:
         return None
     behavior = rule["drain"]["behavior"]
     order = (rule["drain"]["order"] or 0) if behavior == DRAIN else 0
-    return _Verdict(behavior, f"MachineDrainRule {rule['name']}", order)
+    return _Verdict(behavior, f"MachineDrainRule {rule['name']}", order, rule=rule["name"])
 
 
 # The filters in the order Cluster API's drain applies them (docs/behaviour.md §3).
@@ -224,10 +226,23 @@ def _classify_pod(pod: dict, namespaces: dict[str, dict], **around: Any) -> PodD
         if verdict.warning:
             warnings.append(verdict.warning)
         if verdict.reason:
-            decision.behavior, decision.order, decision.reason = verdict.behavior, verdict.order, verdict.reason
+            decision.behavior, decision.order, decision.reason, decision.rule = verdict.behavior, verdict.order, verdict.reason, verdict.rule
             break
     decision.warnings = warnings if decision.behavior == DRAIN else []
     return decision
+
+
+def deciding_rule(pod: dict, namespace: dict | None, rules: list[dict]) -> str | None:
+    """The name of the MachineDrainRule that decides a Pod the drain evicts (``rules``: those that apply
+    to the Machine, :func:`rules.rules_for_machine`; ``namespace``: the Pod's Namespace); None when none does.
+
+    For a Pod that is evicted (behavior Drain, not deleted yet) this is the rule :func:`classify_pods`
+    names in its decision: the filters before the rules decide only Skip or WaitCompleted, or a
+    deleted Pod's fate."""
+    if namespace is None:
+        return None
+    rule = rule_for_pod(rules, labels_of(pod), labels_of(namespace))
+    return rule["name"] if rule is not None else None
 
 
 def classify_pods(

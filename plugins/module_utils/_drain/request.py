@@ -12,13 +12,14 @@ from ansible_collections.lifecycle.machine.plugins.module_utils._drain.escalatio
 from ansible_collections.lifecycle.machine.plugins.module_utils._drain.rules import normalize_rules
 from ansible_collections.lifecycle.machine.plugins.module_utils._machine.controller import AUTO, DEFAULT_GRACE
 from ansible_collections.lifecycle.machine.plugins.module_utils._options.logic import check_options, empty_names, invalid_names, seconds
+from ansible_collections.lifecycle.machine.plugins.module_utils._timeutil import now as utc_now
 from ansible_collections.lifecycle.machine.plugins.module_utils._workload.logic import WorkloadSettings, workload_settings
 
 DRAINED, CORDONED, UNCORDONED = "drained", "cordoned", "uncordoned"
 # The verb of each state, as skip messages say it ("Drain skipped: ...").
 ACTIONS = {DRAINED: "Drain", CORDONED: "Cordon", UNCORDONED: "Uncordon"}
 # wait_sleep 0 counts as 1 (docs of the option); progress_interval 0 drains until done; grace_period 0 kills at once.
-BOUNDS = seconds("wait_timeout", "wait_sleep", "progress_interval", "grace_period", "controller_grace")
+BOUNDS = seconds("wait_timeout", "wait_sleep", "progress_interval", "grace_period", "controller_grace") + seconds("stall_timeout", least=1)
 
 
 @dataclass
@@ -48,12 +49,19 @@ class DrainRequest:
     on_stall: str = "wait"
     # What the user asked to be done instead of evicting, after a deadline (docs/stalls.md).
     escalations: Sequence[Escalation] = ()
+    # Fail once the drain made no progress for this many seconds; None: never (docs/stalls.md).
+    stall_timeout: int | None = None
+    # When the drain last made progress (epoch seconds), as an earlier call or round saw it; None: not known.
+    progress_since: float | None = None
 
     @classmethod
     def from_params(cls, params: dict[str, Any], check_mode: bool) -> DrainRequest:
         """The request of a task, from the module's parameters; MachineError naming every option out of range."""
         errors = empty_names(params, ("node", "machine")) + invalid_names(params, ("node", "machine"), ("namespace",))
         workload = workload_settings(params.get("workload_cluster"), errors)
+        since = progress_since(params.get("progress_since"), utc_now().timestamp())
+        if params.get("progress_since") is not None and since is None:
+            errors.append(f"progress_since must be epoch seconds no later than now, as a result's stall.progress_since says (got {params['progress_since']!r})")
         check_options("machine_drain", params, BOUNDS, errors=errors)
         rules = normalize_rules(params["rules"] or [])  # validated once, here; bad rules fail before anything is read
         escalations = normalize_escalations(params.get("escalations"))  # so are escalations
@@ -77,9 +85,23 @@ class DrainRequest:
             controller_grace=DEFAULT_GRACE if params.get("controller_grace") is None else params["controller_grace"],
             on_stall=params.get("on_stall") or "wait",
             escalations=escalations,
+            stall_timeout=params.get("stall_timeout"),
+            progress_since=since,
         )
 
     @property
     def waits(self) -> bool:
         """Whether the task waits (at the preDrain gate, between passes): never in check mode."""
         return self.wait and not self.check_mode
+
+
+def progress_since(value: Any, now: float) -> float | None:
+    """Epoch seconds of the drain's last progress from an option (an earlier round's
+    ``stall.progress_since``); None when unset or not a time up to now (a minute of skew allowed)."""
+    if value is None or isinstance(value, bool):
+        return None
+    try:
+        since = float(value)
+    except (TypeError, ValueError):
+        return None
+    return since if 0 < since <= now + 60 else None

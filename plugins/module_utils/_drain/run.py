@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime as _dt
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -38,6 +39,13 @@ from ansible_collections.lifecycle.machine.plugins.module_utils._drain.api impor
     wait_for_pods,
 )
 from ansible_collections.lifecycle.machine.plugins.module_utils._drain.escalations import EVENT_REASON as ESCALATED_EVENT
+from ansible_collections.lifecycle.machine.plugins.module_utils._drain.escalations import (
+    Escalation,
+    bind_rule_lookup,
+    rule_names_wanted,
+    unknown_rule_names,
+    unknown_rules_message,
+)
 from ansible_collections.lifecycle.machine.plugins.module_utils._drain.escalations import event_message as escalation_event
 from ansible_collections.lifecycle.machine.plugins.module_utils._drain.gates import (
     CONTROL_PLANE_RETRY_SECONDS,
@@ -48,12 +56,13 @@ from ansible_collections.lifecycle.machine.plugins.module_utils._drain.gates imp
     held_message,
     pre_drain_hooks,
 )
+from ansible_collections.lifecycle.machine.plugins.module_utils._drain.logic import deciding_rule
 from ansible_collections.lifecycle.machine.plugins.module_utils._drain.pacing import pause_until
 from ansible_collections.lifecycle.machine.plugins.module_utils._drain.passes import EvictionMemory
 from ansible_collections.lifecycle.machine.plugins.module_utils._drain.report import DrainReport, go_quote, machine_summary, with_unschedulable
 from ansible_collections.lifecycle.machine.plugins.module_utils._drain.request import ACTIONS, DRAINED, UNCORDONED, DrainRequest
-from ansible_collections.lifecycle.machine.plugins.module_utils._drain.rules import normalize_rules
-from ansible_collections.lifecycle.machine.plugins.module_utils._drain.stalls import control_plane_blockers
+from ansible_collections.lifecycle.machine.plugins.module_utils._drain.rules import normalize_rules, rules_for_machine
+from ansible_collections.lifecycle.machine.plugins.module_utils._drain.stalls import PROGRESS_CARRIED, ProgressClock, control_plane_blockers, stall_message
 from ansible_collections.lifecycle.machine.plugins.module_utils._errors import MachineError
 from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.client import KubeApi
 from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.errors import ApiError, Cancelled, ran_out_of_time, unanswered_cluster
@@ -92,7 +101,7 @@ from ansible_collections.lifecycle.machine.plugins.module_utils._machine.nodes i
 from ansible_collections.lifecycle.machine.plugins.module_utils._machine.scope import MachineScope
 from ansible_collections.lifecycle.machine.plugins.module_utils._machine.selection import MachineSelection
 from ansible_collections.lifecycle.machine.plugins.module_utils._machine.waits import followed_deletion
-from ansible_collections.lifecycle.machine.plugins.module_utils._timeutil import now
+from ansible_collections.lifecycle.machine.plugins.module_utils._timeutil import now, rfc3339
 from ansible_collections.lifecycle.machine.plugins.module_utils._workload import api as workload
 from ansible_collections.lifecycle.machine.plugins.module_utils._workload.logic import provider_id_conflict
 
@@ -253,6 +262,8 @@ class DrainPasses:
         self.context: PodContext | None = None
         self.cluster: dict | None = None
         self.rules: list[dict] = []
+        # The rules as read before anything was touched (escalations naming rules are checked then); None: not read yet.
+        self.loaded_rules: list[dict] | None = None
         self.watch: NodeWatch | None = None
         self.watch_starts = 0
         # What this task evicted, by Pod UID: a watched Pod may not show it yet.
@@ -266,7 +277,23 @@ class DrainPasses:
         self.context = PodContext(self.node_api)
         self.cluster = get_cluster(self.api, machine, self.flavour, self.view) if machine is not None else None
         namespace = machine["metadata"]["namespace"] if machine is not None else self.request.namespace
-        self.rules = load_drain_rules(self.api, namespace, self.inline_rules, self.request.use_cluster_rules)
+        loaded = self.loaded_rules
+        self.rules = loaded if loaded is not None else load_drain_rules(self.api, namespace, self.inline_rules, self.request.use_cluster_rules)
+
+    def escalations(self, machine: dict | None) -> tuple[Escalation, ...]:
+        """The task's escalations, those naming MachineDrainRules (``drain_rules``) told which rule
+        decides a Pod: the first of the rules that apply to the Machine that selects it in its Namespace."""
+        escalations = tuple(self.request.escalations)
+        if not rule_names_wanted(escalations):
+            return escalations
+        applicable = rules_for_machine(self.rules, machine, self.cluster)
+        context = self.context
+
+        def rule_of(pod: dict) -> str | None:
+            namespace = (pod.get("metadata") or {}).get("namespace", "")
+            return deciding_rule(pod, context.namespaces([pod]).get(namespace), applicable)
+
+        return bind_rule_lookup(escalations, rule_of)
 
     def one_pass(self, node_name: str, *, machine: dict | None, started_at: _dt.datetime, act: bool = True) -> DrainPass:
         """One pass; with ``act`` False one that writes nothing (evictions as server-side dry runs).
@@ -291,7 +318,7 @@ class DrainPasses:
             disable_eviction=self.request.disable_eviction,
             observed=watch,
             memory=self.memory,
-            escalations=self.request.escalations,
+            escalations=self.escalations(machine),
         )
         if act and watch is None and self.request.wait and self.watch_starts < MAX_WATCH_STARTS and not drain.completed:
             # A watch that failed (no permission to watch, say) is tried again a few times, then the passes list.
@@ -393,6 +420,9 @@ class DrainRun:
         self.gate: DrainGate | None = None
         self.passes: DrainPasses | None = None
         self._node_api: KubeApi | None = None
+        # When the drain last made progress (wall clock, epoch seconds), for stall_timeout (docs/stalls.md).
+        carried = request.progress_since is not None
+        self.stall = ProgressClock(timeout=request.stall_timeout, since=request.progress_since, what=PROGRESS_CARRIED if carried else "")
 
     def node_api(self) -> KubeApi:
         """Where the Node is: the task's own cluster for a Node given by name or an
@@ -414,6 +444,8 @@ class DrainRun:
 
     def result(self, completed: bool, message: str, **extra: Any) -> dict:
         recorder = self.recorder
+        if self.stall.timeout is not None and self.stall.since is not None and "stall" not in extra:
+            extra["stall"] = self.stall_summary()
         return self.report.result(
             completed,
             message,
@@ -423,6 +455,16 @@ class DrainRun:
             machine_changed=recorder is not None and recorder.changed,
             **extra,
         )
+
+    def stall_summary(self) -> dict:
+        """When the drain last made progress and what it was: a later round or call counts on from there."""
+        since = self.stall.since
+        return {
+            "timeout": self.stall.timeout,
+            "progress_since": since,
+            "progress_at": rfc3339(_dt.datetime.fromtimestamp(since, _dt.UTC)),
+            "progress": self.stall.what,
+        }
 
     def fail(self, msg: str, **extra: Any) -> MachineError:
         """A failure carrying the partial result (what was seen and done so far)."""
@@ -445,6 +487,7 @@ class DrainRun:
             flavour = self.recorder.flavour if self.recorder is not None else None
             view = self.scope.view if self.scope is not None else None
             self.passes = DrainPasses(self.api, request, inline_rules=inline_rules, deadline=self.deadline, flavour=flavour, node_side=self.node_api, view=view)
+            self.check_escalation_rules()
             if self.gate is not None:
                 final = self.machine_checks(first=True)
                 if final is not None:
@@ -456,6 +499,18 @@ class DrainRun:
             raise self.fail(f"Kubernetes API error: {exc.describe()}", status=exc.status, **ran_out_of_time(exc), **unanswered_cluster(exc)) from None
         except Cancelled as exc:
             raise self.fail(f"Cancelled: {exc}") from None
+
+    def check_escalation_rules(self) -> None:
+        """Escalations naming MachineDrainRules (``drain_rules``): the rules are read now, before
+        anything is touched, and a name none of them has fails the task (it could never apply)."""
+        request = self.request
+        if request.state != DRAINED or not rule_names_wanted(request.escalations):
+            return
+        namespace = self.machine["metadata"]["namespace"] if self.machine is not None else request.namespace
+        try:
+            self.passes.loaded_rules = check_escalation_rules(self.api, request.escalations, self.passes.inline_rules, request.use_cluster_rules, namespace)
+        except MachineError as exc:
+            raise self.fail(exc.msg) from None
 
     def check_node(self, node: dict | None) -> None:
         """Refuse a Node that is not the Machine's own although it has the name
@@ -666,6 +721,7 @@ class DrainRun:
     def after_pass(self, drain: DrainPass) -> dict | None:
         """Record the pass; a final result when the task ends with it."""
         self.progress.after_pass(drain, self.report.node_name)
+        self.stall.after_pass(drain, time.time())
         if drain.completed:
             return self.drained(drain)
         self.stop_if_stalled()
@@ -678,9 +734,15 @@ class DrainRun:
         return None
 
     def stop_if_stalled(self) -> None:
-        """With ``on_stall: fail``, a drain held by something that can never clear as
-        things stand fails at once, on the record (a Warning Event on the Machine),
-        overriding nothing: the Machine stays marked and a later run goes on."""
+        """With ``stall_timeout``, a drain that made no progress for that long fails; with
+        ``on_stall: fail``, a drain held by something that can never clear as things stand
+        fails at once. Either on the record (a Warning Event on the Machine), overriding
+        nothing: the Machine stays marked and a later run goes on."""
+        if self.stall.stalled(time.time()):
+            message = stall_message(self.report.node_name, self.stall, time.time(), self.report.blockers, most=MAX_STALL_REASONS)
+            if self.recorder is not None:
+                self.recorder.event("Warning", "DrainStalled", f"{message} (asked for by stall_timeout: {self.stall.timeout:g} s)")
+            raise self.fail(message, stalled=True)
         never = [blocker for blocker in self.report.blockers if blocker.verdict == NEVER]
         if self.request.on_stall != "fail" or not never:
             return
@@ -711,6 +773,10 @@ class DrainRun:
         if machine_left is not None:
             # The drain timeout is counted from a time the Machine records (wall clock): its end, on the transport's clock.
             ends.append(self.api.monotonic() + machine_left)
+        stall_left = self.stall.left(time.time())
+        if stall_left is not None:
+            # The pass that finds the drain stalled comes on time (stall_timeout counts on the wall clock).
+            ends.append(self.api.monotonic() + max(0.0, stall_left))
         self.passes.pause(self.report.node_name, drain, until=min(ends) if ends else None)
 
     def finish_preview(self) -> dict:
@@ -728,6 +794,24 @@ class DrainRun:
         message = f"Failed to drain Node {node_name}: {exc.describe()}" if isinstance(exc, ApiError) else exc.msg
         self.progress.failed(node_name, message)
         return self.fail(message, **ran_out_of_time(exc), **unanswered_cluster(exc))
+
+
+def check_escalation_rules(api: KubeApi, escalations: Any, inline_rules: list[dict], use_cluster_rules: bool, namespace: str | None) -> list[dict]:
+    """The MachineDrainRules a drain in ``namespace`` takes (the inline ones and, with ``use_cluster_rules``,
+    the cluster's of that namespace), read once; MachineError when an escalation's ``drain_rules`` names
+    none of them (such an escalation could never apply), before anything is touched."""
+    rules = load_drain_rules(api, namespace, inline_rules, use_cluster_rules)
+    known = [rule["name"] for rule in rules]
+    unknown = unknown_rule_names(escalations, known)
+    if unknown:
+        if use_cluster_rules and namespace:
+            where = f"its inline rules and the MachineDrainRules of namespace {namespace}"
+        elif use_cluster_rules:
+            where = "its inline rules; a Node given by name reads the cluster's MachineDrainRules only with namespace"
+        else:
+            where = "its inline rules; use_cluster_rules is false"
+        raise MachineError(unknown_rules_message(unknown, known, where))
+    return rules
 
 
 def run_drain(api: KubeApi, request: DrainRequest) -> dict:

@@ -27,7 +27,7 @@ STALL_POLICY_DEFAULT = "wait"
 
 
 def stall_spec() -> dict:
-    """``on_stall`` and ``escalations``, as machine_drain and machine_delete take them
+    """``on_stall``, ``stall_timeout`` and ``escalations``, as machine_drain and machine_delete take them
     (an escalation's keys are checked again, with its duration and selector, by ``_drain/escalations.py``)."""
     escalation = {
         "after": {"type": "raw", "required": True},
@@ -35,10 +35,13 @@ def stall_spec() -> dict:
         "reason": {"type": "str", "required": True},
         "namespaces": {"type": "list", "elements": "str", "default": []},
         "pod_selector": {"type": "dict"},
+        "drain_rules": {"type": "list", "elements": "str", "default": []},
     }
     return {
         "on_stall": {"type": "str", "default": STALL_POLICY_DEFAULT, "choices": list(STALL_POLICIES)},
         "escalations": {"type": "list", "elements": "dict", "default": [], "options": escalation},
+        # A duration: seconds or a Go duration, made whole seconds by _module.new_module; unset: never.
+        "stall_timeout": {"type": "raw"},
     }
 
 

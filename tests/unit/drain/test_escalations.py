@@ -2,14 +2,22 @@
 
 from __future__ import annotations
 
+import pod_objects as objects
 import pytest
+from pod_objects import rule
 
 from ansible_collections.lifecycle.machine.plugins.module_utils._drain.escalations import (
     Escalation,
+    bind_rule_lookup,
     escalation_for,
     event_message,
     normalize_escalations,
+    rule_names_wanted,
+    unknown_rule_names,
+    unknown_rules_message,
 )
+from ansible_collections.lifecycle.machine.plugins.module_utils._drain.logic import deciding_rule
+from ansible_collections.lifecycle.machine.plugins.module_utils._drain.rules import WAIT_COMPLETED, normalize_rules, rules_for_machine
 from ansible_collections.lifecycle.machine.plugins.module_utils._errors import MachineError
 
 
@@ -73,3 +81,45 @@ def test_the_first_matching_entry_applies_and_the_event_names_who_asked() -> Non
         event_message("shop/db-0", early)
         == "Deleted Pod shop/db-0 instead of evicting it, 60 s after the drain started, as asked: CHG-7 approved by the db team"
     )
+
+
+def test_drain_rules_name_the_rules_whose_pods_an_entry_takes() -> None:
+    (entry,) = normalize_escalations([{"after": 0, "reason": "CHG-2", "drain_rules": [" db-last ", "db-last", "cache"]}])
+    assert entry.drain_rules == ("db-last", "cache") and entry.as_dict()["drain_rules"] == ["db-last", "cache"]
+    decided = {"db-0": "db-last", "web-0": None, "cache-0": "cache", "other-0": "other"}
+    # Unbound (no pass told it which rule decided a Pod), it takes nothing; bound, only the Pods those rules decided.
+    assert escalation_for(pod("db-0"), (entry,), 5) is None
+    bound = bind_rule_lookup((entry, Escalation(after=0, reason="any")), lambda p: decided[p["metadata"]["name"]])
+    assert [escalation_for(pod(name), bound[:1], 5) is not None for name in decided] == [True, False, True, False]
+    assert bound[1].rule_of is None, "an entry without drain_rules is left as it is"
+    for bad in ([""], "db-last", [3]):
+        with pytest.raises(MachineError, match=r"escalations\[0\]\.drain_rules"):
+            normalize_escalations([{"after": 0, "reason": "x", "drain_rules": bad}])
+
+
+def test_a_rule_name_none_of_the_tasks_rules_has_is_found_and_said() -> None:
+    entries = normalize_escalations([{"after": 0, "reason": "x", "drain_rules": ["db-last", "typo"]}, {"after": 0, "reason": "y"}])
+    assert rule_names_wanted(entries) == {"db-last", "typo"}
+    assert unknown_rule_names(entries, ["db-last", "web-first"]) == ["typo"] and unknown_rule_names(entries, ["db-last", "typo"]) == []
+    message = unknown_rules_message(["typo"], ["web-first", "db-last"], "its inline rules")
+    assert "drain_rules names typo" in message and "the task's rules: db-last, web-first" in message and message.endswith("nothing was changed")
+
+
+def test_the_classification_keeps_the_rule_that_decided_each_pod() -> None:
+    rules = [
+        rule("db-last", order=10, pods=[{"selector": {"matchLabels": {"app": "db"}}}]),
+        rule("jobs-wait", WAIT_COMPLETED, pods=[{"selector": {"matchLabels": {"app": "job"}}}]),
+    ]
+    pods = [
+        objects.pod("db-0", labels={"app": "db"}),
+        objects.pod("job-0", labels={"app": "job"}),
+        objects.pod("web-0", labels={"app": "web"}),
+        objects.pod("pinned-0", labels={"app": "db", "cluster.x-k8s.io/drain": "skip"}),
+    ]
+    decisions = {d.name: d for d in objects.classify(pods, rules=rules)}
+    assert {name: d.rule for name, d in decisions.items()} == {"db-0": "db-last", "job-0": "jobs-wait", "web-0": None, "pinned-0": None}
+    # For a Pod the drain evicts, the rule the escalation is told of is the one the classification names.
+    normalized = rules_for_machine(normalize_rules(rules), None, None)
+    for p in pods[:3]:
+        assert deciding_rule(p, objects.NAMESPACES["default"], normalized) == decisions[p["metadata"]["name"]].rule
+    assert deciding_rule(pods[0], None, normalized) is None
