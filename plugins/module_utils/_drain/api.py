@@ -12,6 +12,11 @@ only when a Pod of an unknown Namespace appears); each DaemonSet a Pod refers
 to is read once per run. Between passes a watch on the Node's Pods reports
 when the Pods the drain waits for are gone.
 
+In a ``machine_delete`` task the Namespaces, the PodDisruptionBudgets and the
+MachineDrainRules come from the task's shared feeds instead (``_workload/feed.py``:
+one LIST and one watch per cluster for all its Machines); read directly when
+there are none or they cannot answer.
+
 Functions take a ``KubeApi`` and plain values, never the module object.
 """
 
@@ -21,6 +26,7 @@ import datetime as _dt
 import threading
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
+from typing import Any
 
 from ansible_collections.lifecycle.machine.plugins.module_utils._drain.budgets import budget_groups, covering_budgets, dry_run_allowance, ready
 from ansible_collections.lifecycle.machine.plugins.module_utils._drain.escalations import Escalation, escalation_for
@@ -45,6 +51,7 @@ from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.watch impor
 from ansible_collections.lifecycle.machine.plugins.module_utils._machine.api import get_node, node_path
 from ansible_collections.lifecycle.machine.plugins.module_utils._machine.flavour import OPENSHIFT_GROUP
 from ansible_collections.lifecycle.machine.plugins.module_utils._machine.nodes import is_node_unreachable, is_unschedulable
+from ansible_collections.lifecycle.machine.plugins.module_utils._workload.feed import cluster_feeds, shared_items
 
 CAPI_GROUP = "cluster.x-k8s.io"
 DRAIN_RULES_PLURAL = "machinedrainrules"
@@ -95,7 +102,10 @@ def served_drain_rules(api: KubeApi, namespace: str) -> list[dict]:
     of ``cluster.x-k8s.io`` that has them; ``[]`` when the cluster serves none."""
     for version in api.served_versions(CAPI_GROUP):
         if api.discovery.resource(f"{CAPI_GROUP}/{version}", plural=DRAIN_RULES_PLURAL) is not None:
-            return api.list(resource_path(f"{CAPI_GROUP}/{version}", DRAIN_RULES_PLURAL, namespace))
+            path = resource_path(f"{CAPI_GROUP}/{version}", DRAIN_RULES_PLURAL, namespace)
+            # The task's Machines of one namespace share one list and watch of its rules (machine_delete).
+            shared = shared_items(api, lambda feeds, path=path, version=version: feeds.feed(path, f"{CAPI_GROUP}/{version}", "MachineDrainRule"))
+            return shared if shared is not None else api.list(path)
     return []
 
 
@@ -124,6 +134,12 @@ class PodContext:
 
     def namespaces(self, pods: list[dict]) -> dict[str, dict]:
         wanted = {(pod.get("metadata") or {}).get("namespace", "") for pod in pods}
+        shared = shared_items(self._api, lambda feeds: feeds.namespaces())
+        if shared is not None:
+            found = {ns["metadata"]["name"]: ns for ns in shared}
+            if wanted <= set(found):
+                return found
+            # A Namespace the task's feed has not seen yet (just made): listed, as without the feed.
         if self._namespaces is None or not wanted <= set(self._namespaces):
             listed = self._api.list(resource_path("v1", "namespaces"))
             self._namespaces = {ns["metadata"]["name"]: ns for ns in listed}
@@ -207,7 +223,12 @@ def _eviction_landed(api: KubeApi, pod: dict):
 
 
 def list_budgets(api: KubeApi) -> list[dict]:
-    """Every PodDisruptionBudget; ``[]`` when they cannot be listed (the grouping is an optimisation)."""
+    """Every PodDisruptionBudget (the task's shared feed's, when it has one); ``[]`` when they
+    cannot be listed (the grouping is an optimisation). A stale budget may only cost an eviction
+    the API server refuses, never one it would not allow: the eviction API decides."""
+    shared = shared_items(api, lambda feeds: feeds.budgets())
+    if shared is not None:
+        return shared
     try:
         return api.list(resource_path("policy/v1", "poddisruptionbudgets"))
     except ApiError:
@@ -454,6 +475,12 @@ class NodeWatch:
     Started after the first pass, from what that pass listed. When a watch cannot
     run (no permission to watch, say), ``failed`` is set and the drain falls back
     to listing on every pass.
+
+    In a ``machine_delete`` task the budgets come from the task's one feed of the
+    cluster's budgets (``_workload/feed.py``), which tells every drain's view of each
+    change, instead of a list and a watch of every budget per drain. Either way the
+    view is as fresh as a watch: the eviction API stays the authority on what a budget
+    allows (a stale allowance costs a refused eviction, retried; never an extra one).
     """
 
     def __init__(self, api: KubeApi, node_name: str, view: DrainView, *, deadline: float):
@@ -461,28 +488,49 @@ class NodeWatch:
         self.node_name = node_name
         self.view = view
         self.deadline = deadline
-        self.failed = False
+        self._failed = False
         self._cond = threading.Condition()
         self._stopped = threading.Event()
         self._threads: list[threading.Thread] = []
+        self._feed: Any = None  # the task's shared budget feed this view listens to, if any
 
     @classmethod
     def start(cls, api: KubeApi, drain: DrainPass, node_name: str, *, deadline: float) -> NodeWatch | None:
         """Watch from what ``drain`` (a pass that listed) saw; None when the budgets cannot be listed."""
         if drain.node is None or drain.resource_version is None:
             return None
-        try:
-            budgets, budgets_version = api.list_with_version(BUDGETS_PATH)
-        except ApiError:
-            return None
+        feeds = cluster_feeds(api)
+        feed = feeds.budgets() if feeds is not None else None
+        watch = cls(api, node_name, DrainView(drain.node, drain.pods, []), deadline=deadline)
+        budgets_version = None
+        # The view starts from the feed's budgets (told first, as a relist), then hears each change.
+        if feed is not None and feed.listen(watch._budget_change):
+            watch._feed = feed
+        else:
+            try:
+                budgets, budgets_version = api.list_with_version(BUDGETS_PATH)
+            except ApiError:
+                return None
+            watch.view = DrainView(drain.node, drain.pods, budgets)
         pods_version = drain.resource_version
-        watch = cls(api, node_name, DrainView(drain.node, drain.pods, budgets), deadline=deadline)
         # resourceVersions are the store's revisions, shared by every resource: the Node is watched from the Pods' list.
         watch._spawn("pods", resource_path("v1", "pods"), f"spec.nodeName={node_name}", pods_version, feed=watch.view.pod_event, relist=watch._relist_pods)
         watch._spawn("nodes", resource_path("v1", "nodes"), f"metadata.name={node_name}", pods_version, feed=watch.view.node_event, relist=watch._relist_node)
         if budgets_version:
             watch._spawn("budgets", BUDGETS_PATH, None, budgets_version, feed=watch.view.budget_event, relist=watch._relist_budgets)
         return watch
+
+    @property
+    def failed(self) -> bool:
+        """A watch of its own, or the task's budget feed it listens to, stopped."""
+        return self._failed or (self._feed is not None and self._feed.failed)
+
+    def _budget_change(self, kind: str, obj: Any) -> None:
+        """A change the task's budget feed tells (in its thread): the view notes it, and a pause it ends wakes."""
+        with self._cond:
+            reason = self.view.replace_budgets(obj) if kind == "RELISTED" else self.view.budget_event(kind, obj)
+            if reason is not None:
+                self._cond.notify_all()
 
     def _spawn(self, name: str, collection: str, field_selector: str | None, version: str | None, *, feed, relist) -> None:
         def on_event(event: dict) -> bool:
@@ -505,7 +553,7 @@ class NodeWatch:
                 )
             except Exception:
                 with self._cond:
-                    self.failed = True
+                    self._failed = True
                     self._cond.notify_all()
 
         thread = threading.Thread(target=run, name=f"lifecycle-machine-drain-{name}", daemon=True)
@@ -555,8 +603,10 @@ class NodeWatch:
             return "resync" if self.failed or self.api.cancelled else "timeout"
 
     def stop(self) -> None:
-        """Let the watches end (each at its next event or within NODE_WATCH_SECONDS)."""
+        """Let the watches end (each at its next event or within NODE_WATCH_SECONDS), and stop listening to the task's feed."""
         self._stopped.set()
+        if self._feed is not None:
+            self._feed.unlisten(self._budget_change)
 
 
 def refused_budgets(drain: DrainPass, budgets: list[dict]) -> set[str]:

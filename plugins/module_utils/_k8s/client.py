@@ -48,6 +48,35 @@ WATCH_SLACK = 10.0
 FIRST_CONTACT_BUDGET = 10.0
 
 
+class SharedViews:
+    """The views (watch-fed caches of whole collections) the tasks of one run share, one per
+    connection and key, made on first need; only once the run has asked for them
+    (:meth:`KubeApi.share_views`: machine_delete, whose Machines all read the same collections).
+    A run that does not share them (machine_drain, one Machine) reads as before."""
+
+    def __init__(self) -> None:
+        self.enabled = False
+        self._lock = threading.Lock()
+        self._views: dict[tuple[int, str], Any] = {}
+
+    def get(self, link: Link, key: str, make: Callable[[], Any]) -> Any | None:
+        with self._lock:
+            if not self.enabled:
+                return None
+            view = self._views.get((id(link), key))
+            if view is None:
+                view = self._views[(id(link), key)] = make()
+        return view
+
+    def stop(self) -> None:
+        """Stop every view made (each ``stop()``s its watches); later asks get None."""
+        with self._lock:
+            self.enabled = False
+            views, self._views = list(self._views.values()), {}
+        for view in views:
+            view.stop()
+
+
 class KubeApi:
     """REST calls against one API server: retried, counted and cancellable.
 
@@ -84,6 +113,8 @@ class KubeApi:
         self._others: dict[str, KubeApi] = {}
         self._others_lock = threading.Lock()
         self._answered = False
+        # The run's shared views (one set per run: every fork and other cluster's connection shares it).
+        self._shared = SharedViews()
         self.policy = policy or RetryPolicy()
         self.request_count = 0
         self.retries: Counter[str] = Counter()
@@ -122,6 +153,7 @@ class KubeApi:
         child._deadline_from = deadline_from
         child._cancelled, child._streams, child._streams_lock = self._cancelled, self._streams, self._streams_lock
         child._others, child._others_lock = self._others, self._others_lock
+        child._shared = self._shared
         child.discovery = self.discovery.through(child)
         child._answered = self._answered
         with self._lock:
@@ -134,6 +166,7 @@ class KubeApi:
         policy, clock and cancellation. Its requests count as the run's."""
         other = KubeApi(api_client, policy=self.policy, clock=self._clock, label=label, renew=renew)
         other._cancelled, other._streams, other._streams_lock = self._cancelled, self._streams, self._streams_lock
+        other._shared = self._shared
         with self._lock:
             self._children.append(other)
         return other
@@ -148,6 +181,20 @@ class KubeApi:
                 api_client, renew = make()
                 base = self._others[key] = self.beside(api_client, label=label, renew=renew)
         return base.fork(deadline_from=self)
+
+    def share_views(self) -> None:
+        """From now on the run's tasks share views (:meth:`shared_view`) until :meth:`stop_views`."""
+        self._shared.enabled = True
+
+    def stop_views(self) -> None:
+        """Stop the run's shared views (their watches end); later reads go to the API server."""
+        self._shared.stop()
+
+    def shared_view(self, key: str, make: Callable[[KubeApi], Any]) -> Any | None:
+        """The view ``key`` of this connection (this API server) the run's tasks share: made once,
+        by ``make(api)`` with a fork of this connection that has no deadline (a view outlives each
+        task that reads it), and shared by every fork; None when the run shares no views."""
+        return self._shared.get(self._link, key, lambda: make(self.fork()))
 
     @property
     def cancelled(self) -> bool:

@@ -57,13 +57,19 @@ class ObjectFeed:
     """The objects of one namespaced collection the task cares about (``keep``), listed once and fed by
     one watch in a background thread; ``api_version`` and ``kind`` are given to each (LIST items lack them)."""
 
-    def __init__(self, api: Any, collection: str, api_version: str, kind: str, keep: Callable[[dict], bool]):
+    def __init__(self, api: Any, collection: str, api_version: str, kind: str, keep: Callable[[dict], bool], *, every_namespace: bool = False):
         self.api = api  # a fork of the task's transport: its own counters, no deadline
         self.collection = collection
         self.api_version, self.kind = api_version, kind
         self.keep = keep
+        # A collection of every namespace (the cluster's budgets, say) keys its objects ``namespace/name``.
+        self.every_namespace = every_namespace
         self.failed = not getattr(api, "background_watches", True)
         self._lock = threading.Lock()
+        # Who hears each change as it lands (a drain waiting for a budget): called in the feed's
+        # thread, one change at a time, after the feed has noted it (see :meth:`listen`).
+        self._listeners: list[Callable[[str, Any], None]] = []
+        self._deliver = threading.Lock()
         self._synced = threading.Event()
         self._seen: dict[str, tuple[int, dict | None]] = {}
         self._stopped = threading.Event()
@@ -118,6 +124,36 @@ class ObjectFeed:
             seen = self._seen.get(known["metadata"]["name"])
         return newer(known, seen)[1]
 
+    def key(self, obj: dict) -> str:
+        meta = obj.get("metadata") or {}
+        return f"{meta.get('namespace', '')}/{meta.get('name', '')}" if self.every_namespace else meta.get("name", "")
+
+    def listen(self, listener: Callable[[str, Any], None]) -> bool:
+        """Tell ``listener(type, object)`` every object the feed keeps now (``RELISTED`` with the list of
+        them), then each change as it lands (``ADDED``, ``MODIFIED``, ``DELETED``; ``RELISTED`` again after
+        a relist), nothing missed in between. False (and nothing told) when the feed cannot answer."""
+        if not self.ready():
+            return False
+        with self._deliver:
+            with self._lock:
+                current = [self._typed(obj) for _version, obj in self._seen.values() if obj is not None]
+            listener("RELISTED", current)
+            self._listeners.append(listener)
+        return True
+
+    def unlisten(self, listener: Callable[[str, Any], None]) -> None:
+        with self._deliver:
+            if listener in self._listeners:
+                self._listeners.remove(listener)
+
+    def _tell(self, kind: str, obj: Any) -> None:
+        """Tell the listeners (the caller holds ``_deliver``); one that fails is told no more, the others go on."""
+        for listener in list(self._listeners):
+            try:
+                listener(kind, obj)
+            except Exception:
+                self._listeners.remove(listener)
+
     def _typed(self, obj: dict | None) -> dict | None:
         return None if obj is None else {**obj, "apiVersion": self.api_version, "kind": self.kind}
 
@@ -143,41 +179,58 @@ class ObjectFeed:
         meta = obj.get("metadata") or {}
         version = version_of(obj)
         if version is not None:
-            with self._lock:
-                self._version = meta["resourceVersion"]
-                if meta.get("name") in self._seen or self.keep(obj):
-                    self._note(meta["name"], version, None if event.get("type") == "DELETED" else obj)
+            with self._deliver:
+                with self._lock:
+                    self._version = meta["resourceVersion"]
+                    key = self.key(obj)
+                    kept = (key in self._seen or self.keep(obj)) and self._note(key, version, None if event.get("type") == "DELETED" else obj)
+                if kept and self._listeners:
+                    self._tell(event.get("type") or "MODIFIED", self._typed(obj))
         return self._stopped.is_set()
 
     def _relist(self) -> tuple[bool, str | None]:
         """At the start, and when the watch's resourceVersion expired: list the collection and go on from the list."""
         items, version = self.api.list_with_version(self.collection)
         listed = int(version) if version and version.isdigit() else None
-        with self._lock:
-            present = set()
-            for item in items:
-                found = version_of(item)
-                if found is not None and self.keep(item):
-                    present.add(item["metadata"]["name"])
-                    self._note(item["metadata"]["name"], found, item)
-            if listed is not None:
-                for name in set(self._seen) - present:
-                    self._note(name, listed, None)
-            self._version = version
+        with self._deliver:
+            with self._lock:
+                present = set()
+                for item in items:
+                    found = version_of(item)
+                    if found is not None and self.keep(item):
+                        present.add(self.key(item))
+                        self._note(self.key(item), found, item)
+                if listed is not None:
+                    for name in set(self._seen) - present:
+                        self._note(name, listed, None)
+                self._version = version
+                current = [self._typed(obj) for _version, obj in self._seen.values() if obj is not None]
+            if self._listeners:
+                self._tell("RELISTED", current)
         return self._stopped.is_set(), version
 
-    def _note(self, name: str, version: int, obj: dict | None) -> None:
+    def _note(self, name: str, version: int, obj: dict | None) -> bool:
+        """Keep ``obj`` (None: gone) as of ``version`` unless a newer copy is known; whether it was kept."""
         known = self._seen.get(name)
         if known is None or version > known[0]:
             self._seen[name] = (version, obj)
+            return True
+        return False
 
 
 class MachineFeeds:
     """The task's feeds, per namespace and API version: its Machines with the control-plane Machines
-    beside them, and the Clusters (Cluster API); each lists on first need."""
+    beside them, and the Clusters (Cluster API); each lists on first need.
+
+    Made, the task's Machines also share what they read of whole clusters (the Namespaces, budgets,
+    VolumeAttachments, PersistentVolumes and MachineDrainRules: ``_workload/feed.py``), one set per
+    connection, kept by the transport (``KubeApi.share_views``) until :meth:`stop`."""
 
     def __init__(self, api: Any, machines: list[dict]):
         self.api = api
+        share = getattr(api, "share_views", None)
+        if share is not None:
+            share()
         self.names: dict[str, set[str]] = {}
         for machine in machines:
             self.names.setdefault(machine["namespace"], set()).add(machine["name"])
@@ -230,3 +283,6 @@ class MachineFeeds:
             feeds = list(self._feeds.values())
         for feed in feeds:
             feed.stop()
+        stop_views = getattr(self.api, "stop_views", None)
+        if stop_views is not None:
+            stop_views()

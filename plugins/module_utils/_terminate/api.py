@@ -44,6 +44,7 @@ from ansible_collections.lifecycle.machine.plugins.module_utils._terminate.logic
 )
 from ansible_collections.lifecycle.machine.plugins.module_utils._terminate.volumes import VolumeWaitStatus, attached_volumes, volumes_to_wait_for
 from ansible_collections.lifecycle.machine.plugins.module_utils._timeutil import now
+from ansible_collections.lifecycle.machine.plugins.module_utils._workload.feed import shared_items
 from ansible_collections.lifecycle.machine.plugins.module_utils._workload.logic import provider_id_conflict
 
 # As the Cluster API Machine controller: retry a failing Node deletion every
@@ -117,7 +118,10 @@ class VolumeObserver:
     the VolumeAttachments, then (only while something is attached) the
     PersistentVolumes and the Node's Pods the drain skips, whose claims are ignored.
     The drain rules, the Cluster and what the Pods' namespaces and DaemonSets
-    look like are read once per run."""
+    look like are read once per run. In a ``machine_delete`` task the
+    VolumeAttachments and PersistentVolumes come from the task's one watch-fed
+    feed of each per cluster (``_workload/feed.py``), as the Machine controller
+    reads them from its cache, instead of a LIST of the whole cluster per Machine."""
 
     def __init__(
         self,
@@ -164,10 +168,14 @@ class VolumeObserver:
         if node is None or is_node_unreachable(node):
             return volumes_to_wait_for(node, [], [], [])
         node_api = self._node_side()
-        attachments = node_api.list(VOLUME_ATTACHMENTS)
+        attachments = shared_items(node_api, lambda feeds: feeds.volume_attachments())
+        if attachments is None:
+            attachments = node_api.list(VOLUME_ATTACHMENTS)
         if attached_volumes(node, attachments).empty:
             return VolumeWaitStatus()
-        persistent_volumes = node_api.list(PERSISTENT_VOLUMES)
+        persistent_volumes = shared_items(node_api, lambda feeds: feeds.persistent_volumes())
+        if persistent_volumes is None:
+            persistent_volumes = node_api.list(PERSISTENT_VOLUMES)
         return volumes_to_wait_for(node, attachments, persistent_volumes, self.skipped_pods(machine, node))
 
 

@@ -1,0 +1,95 @@
+"""What the Machines of one machine_delete task share of a whole cluster (plugins/module_utils/_workload/feed.py:
+the Namespaces, PodDisruptionBudgets, VolumeAttachments, PersistentVolumes and MachineDrainRules, listed once
+and watched), against the real API server: a budget two Machines' Pods share is never let go further than the
+eviction API allows, and a change the watch delivers (a VolumeAttachment going) ends a wait at once.
+The request counts are measured by benchmarks/delete_machines.py."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from khelpers import pod_is_ready, wait_for
+from test_machine_drain import GRACE, create_pdb, evictions, in_background
+
+V1BETA2 = pytest.mark.parametrize("flavour", ["v1beta2"], indirect=True)
+VOLUME_ATTACHMENTS = "/apis/storage.k8s.io/v1/volumeattachments"
+
+
+def spread_deployment(name: str, replicas: int, pool: dict) -> dict:
+    """``replicas`` Pods labelled ``app: <name>`` on the pool's Nodes, never two on one Node."""
+    labels = {"app": name}
+    apart = {"labelSelector": {"matchLabels": labels}, "topologyKey": "kubernetes.io/hostname"}
+    affinity = {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [apart]}}
+    container = {"name": name, "image": f"registry.invalid/{name}:1"}
+    template = {
+        "metadata": {"labels": labels},
+        "spec": {"terminationGracePeriodSeconds": GRACE, "nodeSelector": pool, "affinity": affinity, "containers": [container]},
+    }
+    spec = {"replicas": replicas, "selector": {"matchLabels": labels}, "template": template}
+    return {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": name}, "spec": spec}
+
+
+def ready_on(kube, namespace: str) -> dict[str, str]:
+    """Node -> the Ready web Pod on it."""
+    pods = kube.list(f"/api/v1/namespaces/{namespace}/pods", label_selector="app=web")
+    return {pod["spec"].get("nodeName"): pod["metadata"]["name"] for pod in pods if pod_is_ready(pod)}
+
+
+@V1BETA2
+def test_two_machines_under_one_budget_go_one_at_a_time_as_the_eviction_api_allows(
+    *, flavour, kube, namespace, make_node, make_machine, capi_cluster, run_module, audit_events
+) -> None:
+    capi_cluster(namespace)
+    pool = {"lm-pool": namespace}
+    nodes = [make_node(labels=pool) for _index in range(3)]
+    kube.create(f"/apis/apps/v1/namespaces/{namespace}/deployments", spread_deployment("web", 3, pool))
+    placed = wait_for(lambda: (found := ready_on(kube, namespace)) and len(found) == 3 and found, what="a web Pod Ready on each of 3 Nodes")
+    make_node(labels=pool)  # room for one replacement
+    # Three healthy, two needed: one disruption at a time, for both Machines' Pods together.
+    create_pdb(kube, namespace, "web", selector={"app": "web"}, min_available=2, healthy=3)
+    machines = [make_machine(namespace, node=node)["metadata"]["name"] for node in nodes[:2]]
+
+    result = run_module(
+        "machine_delete",
+        {"machines": [{"name": name, "namespace": namespace} for name in machines], "machine_controller": "absent", "drain_timeout": 180, "wait_sleep": 1},
+    )
+
+    assert not result.get("failed"), result.get("msg")
+    assert result["completed"] and [m["status"] for m in result["machines"]] == ["done", "done"], result["machines"]
+    codes = evictions(audit_events, namespace)
+    # Each Machine's Pod was evicted once; whatever else was asked, the API server refused (429).
+    allowed = sorted(name for name, answers in codes.items() for code in answers if code == 201)
+    assert allowed == sorted(placed[node] for node in nodes[:2]), codes
+    assert all(code in (201, 429) for answers in codes.values() for code in answers), codes
+
+
+@V1BETA2
+def test_a_volume_attachment_going_ends_the_volume_wait_as_the_watch_delivers_it(*, flavour, kube, namespace, machine_node, run_module) -> None:
+    machine, node = machine_node()
+    attachment = {
+        "apiVersion": "storage.k8s.io/v1",
+        "kind": "VolumeAttachment",
+        "metadata": {"name": f"va-{node}"},
+        "spec": {"attacher": "csi.example.com", "nodeName": node, "source": {"persistentVolumeName": f"pv-{node}"}},
+    }
+    kube.create(VOLUME_ATTACHMENTS, attachment)
+    try:
+        kube.request("PATCH", f"{VOLUME_ATTACHMENTS}/va-{node}/status", body={"status": {"attached": True}}, content_type="application/merge-patch+json")
+        params = {"machines": [{"name": machine, "namespace": namespace}], "machine_controller": "absent", "terminate_timeout": 120, "wait_sleep": 1}
+        thread, box = in_background(run_module, "machine_delete", params)
+        path = f"/apis/cluster.x-k8s.io/v1beta2/namespaces/{namespace}/machines/{machine}"
+        wait_for(lambda: ((kube.get(path) or {}).get("status") or {}).get("deletion", {}).get("waitForNodeVolumeDetachStartTime"), what="the volume wait")
+        assert kube.get(f"/api/v1/nodes/{node}") is not None, "the Node stays while its volume is attached"
+        kube.delete(f"{VOLUME_ATTACHMENTS}/va-{node}")
+        gone = time.monotonic()
+        thread.join(timeout=120)
+        assert not thread.is_alive()
+        result = box["result"]
+        assert not result.get("failed"), result.get("msg")
+        assert result["completed"], result["progress"]
+        assert kube.get(f"/api/v1/nodes/{node}") is None
+        # The wait looks again every wait_sleep (1 s), its view fed by the watch: well within the 120 s.
+        assert time.monotonic() - gone < 30
+    finally:
+        kube.delete(f"{VOLUME_ATTACHMENTS}/va-{node}")
