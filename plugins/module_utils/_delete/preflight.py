@@ -28,12 +28,17 @@ The rules, in docs/stalls.md:
   evict in the batch of which ``u`` never come back: ``k <= A`` all go at once;
   ``u > M`` (``M``: what it allows at most, once every Pod it expects is
   healthy) can never finish (after ``M`` of them the budget never allows
-  again); ``u == M > 0`` with Pods that do come back finishes only if those go
+  again: at most ``can_finish_at_most`` of its Machines finish, those whose
+  drains use it up first, and which ones is a race when they drain side by
+  side); ``u == M > 0`` with Pods that do come back finishes only if those go
   first; otherwise the drains are serialised by the budget and wait, each
   eviction for a replacement to be Ready;
+- Pods that no Node outside the batch can take: those whose budget they stop
+  for good hold their Machines (never), the others only cost their workload;
 - the suggested concurrency is the largest ``c`` such that, for every budget
-  with Pods on two Machines or more, the ``c`` Machines holding most of its
-  healthy Pods hold no more than it allows; 1 when no ``c`` does.
+  with Pods on two Machines or more that some concurrency lets go (not one
+  judged never), the ``c`` Machines holding most of its healthy Pods hold no
+  more than it allows; 1 when no ``c`` does.
 """
 
 from __future__ import annotations
@@ -219,8 +224,8 @@ def _budget_findings(pods: list[_Pod], budgets: list[dict], concurrency: int, lo
         counts = sorted((len(keys) for keys in per_machine.values()), reverse=True)
         # What it allows at most, once every Pod it expects is healthy: the Pods that never come back can only use that up.
         most = max(allowed, expected - needed)
-        if len(per_machine) > 1:
-            shares[name] = [allowed, *counts]
+        # Only a budget that concurrency can help is counted for the suggested concurrency (below, once judged).
+        share = [allowed, *counts] if len(per_machine) > 1 else None
         machines = tuple(sorted(per_machine))
         never_back = sorted(pod.key for pod in healthy if not pod.comes_back)
         at_once = sum(counts[: max(1, concurrency)])
@@ -243,10 +248,11 @@ def _budget_findings(pods: list[_Pod], budgets: list[dict], concurrency: int, lo
             continue  # one Machine: its own preview says so
         elif len(never_back) > most:
             why = _why_never_back(never_back, lost)
+            evidence["can_finish_at_most"] = _finish_at_most(healthy, most)
             reason = (
                 f"{_allows(allowed, most)} and {len(never_back)} of the {len(healthy)} healthy Pods the batch evicts never come back ({why}):"
-                f" once {most} of them {'is' if most == 1 else 'are'} gone it never allows again, and"
-                f" {_names(never_back[most:])} {'stays' if len(never_back) - most == 1 else 'stay'}"
+                f" once {most} of them {'is' if most == 1 else 'are'} gone it never allows again,"
+                f" so {_finishing(evidence['can_finish_at_most'], len(machines))}"
             )
             findings.append(Finding(KIND_SHARED_BUDGET, machines, subject, NEVER, reason, True, evidence))
         elif len(never_back) == most and most > 0 and len(healthy) > most:
@@ -264,7 +270,36 @@ def _budget_findings(pods: list[_Pod], budgets: list[dict], concurrency: int, lo
                 " side by side): the budget serialises the drains, each eviction waiting for a replacement to be Ready"
             )
             findings.append(Finding(KIND_SHARED_BUDGET, machines, subject, CLEARS, reason, True, evidence))
+        judged = findings[-1] if findings and findings[-1].object == subject else None
+        if share is not None and (judged is None or judged.verdict != NEVER):
+            shares[name] = share  # a budget that can never let all its Machines go is no reason to go slower
     return findings, shares
+
+
+def _finish_at_most(healthy: list[_Pod], most: int) -> int:
+    """How many of the budget's Machines can finish at best, when ``most`` of its Pods that never come back
+    use it up for good: every Machine whose Pods all come back (drained first, each gives back what it took),
+    then as many of the others as their Pods that never come back fit in ``most``, the fewest first."""
+    never_back: dict[str, int] = {}
+    for pod in healthy:
+        never_back[pod.machine] = never_back.get(pod.machine, 0) + (0 if pod.comes_back else 1)
+    finishing, used = 0, 0
+    for count in sorted(never_back.values()):
+        if used + count > most:
+            break
+        finishing, used = finishing + 1, used + count
+    return finishing
+
+
+def _finishing(at_most: int, machines: int) -> str:
+    if machines == 1:
+        return "the Machine can never finish"
+    if at_most == 0:
+        return f"none of its {machines} Machines can finish"
+    return (
+        f"at most {at_most} of its {machines} Machines can finish, those whose drains use up what it allows first"
+        " (side by side, whichever evicts first), and the others never; delete fewer of them together, or give the Pods a Node outside the batch"
+    )
 
 
 def _allows(allowed: int, most: int) -> str:
@@ -340,28 +375,39 @@ def _replicas(pods: list[_Pod], budgets: list[dict], controllers: dict) -> list[
     return findings
 
 
-def _no_node(cluster: str, pods: list[_Pod], outside: list[dict], never_budgets: list[Finding]) -> Finding | None:
+def _no_node(cluster: str, pods: list[_Pod], outside: list[dict], never_budgets: list[Finding]) -> list[Finding]:
+    """Pods recreated that no Node outside the batch can take: one finding for those whose budget they stop for good
+    (it holds their Machines), one for the others (their workloads are down, nothing holds the Machines)."""
     homeless = [pod for pod in pods if pod.recreated and pod.home is False]
     if not homeless:
-        return None
-    machines = tuple(sorted({pod.machine for pod in homeless}))
-    keys = sorted(pod.key for pod in homeless)
+        return []
     nodes = {(node.get("metadata") or {}).get("name"): why_not(node, homeless[0].pod) or "cannot take all of them" for node in outside}
     where = f"the workload cluster {cluster}" if cluster else "the cluster"
-    evidence: dict[str, Any] = {"cluster": cluster or None, "pods": keys, "nodes_outside_batch": nodes}
     if nodes:
         why = "; ".join(f"{name}: {reason}" for name, reason in sorted(nodes.items())[:_MAX_NAMED])
         head = f"no Node of {where} outside the batch can take their replacements ({why}{' ...' if len(nodes) > _MAX_NAMED else ''})"
     else:
         head = f"{where} has no Node outside the batch"
-    stopped = sorted({finding.evidence["budget"] for finding in never_budgets if set(finding.evidence.get("never_back") or ()) & set(keys)})
-    if stopped:
-        evidence["budgets"] = stopped
-        named = ", ".join(f"budget {name}" for name in stopped)
-        reason = f"{head}: the replacement Pods stay Pending, so {named} never allow{'s' if len(stopped) == 1 else ''} again"
-        return Finding(KIND_NO_NODE, machines, f"Pod{'s' if len(keys) > 1 else ''} {_names(keys)}", NEVER, reason, True, evidence)
-    reason = f"{head}: the replacement Pods stay Pending and their workloads are down until a Node can take them"
-    return Finding(KIND_NO_NODE, machines, f"Pod{'s' if len(keys) > 1 else ''} {_names(keys)}", NEEDS_ACTION, reason, False, evidence)
+    stopping = {finding.evidence["budget"]: set(finding.evidence.get("never_back") or ()) for finding in never_budgets}
+    stuck = [pod for pod in homeless if any(pod.key in keys for keys in stopping.values())]
+    findings = []
+    for members, stops in ((stuck, True), ([pod for pod in homeless if pod not in stuck], False)):
+        if not members:
+            continue
+        machines = tuple(sorted({pod.machine for pod in members}))
+        keys = sorted(pod.key for pod in members)
+        evidence: dict[str, Any] = {"cluster": cluster or None, "pods": keys, "nodes_outside_batch": nodes}
+        subject = f"Pod{'s' if len(keys) > 1 else ''} {_names(keys)}"
+        if stops:
+            stopped = sorted(name for name, never_back in stopping.items() if never_back & set(keys))
+            evidence["budgets"] = stopped
+            named = ", ".join(f"budget {name}" for name in stopped)
+            reason = f"{head}: the replacement Pods stay Pending, so {named} never allow{'s' if len(stopped) == 1 else ''} again"
+            findings.append(Finding(KIND_NO_NODE, machines, subject, NEVER, reason, True, evidence))
+        else:
+            reason = f"{head}: the replacement Pods stay Pending and their workloads are down until a Node can take them"
+            findings.append(Finding(KIND_NO_NODE, machines, subject, NEEDS_ACTION, reason, False, evidence))
+    return findings
 
 
 def suggested_concurrency(shares: dict[str, list[int]], machines: int) -> int:
@@ -415,9 +461,7 @@ def batch_findings(facts: dict, concurrency: int) -> dict:
         findings.extend(found)
         findings.extend(_unreplicated(here))
         findings.extend(_replicas(here, budgets, known.get("controllers") or {}))
-        no_node = _no_node(cluster, here, outside, [finding for finding in found if finding.verdict == NEVER])
-        if no_node is not None:
-            findings.append(no_node)
+        findings.extend(_no_node(cluster, here, outside, [finding for finding in found if finding.verdict == NEVER]))
     order = {NEVER: 0, NEEDS_ACTION: 1, CLEARS: 2}
     findings.sort(key=lambda finding: (not finding.holds, order[finding.verdict], finding.kind, finding.object))
     return {

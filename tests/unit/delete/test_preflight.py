@@ -115,7 +115,8 @@ def test_pods_that_never_come_back_use_up_the_budget_for_good() -> None:
     answer = batch_findings(facts([machine("a", bare)], budgets=[budget(allowed=1, expected=2, healthy=2, desired=1)]), concurrency=1)
     budget_finding = next(f for f in answer["findings"] if f["kind"] == KIND_SHARED_BUDGET)
     assert budget_finding["verdict"] == NEVER and budget_finding["evidence"]["never_back"] == ["shop/web-0", "shop/web-1"]
-    assert "nothing recreates them" in budget_finding["reason"] and "shop/web-1 stays" in budget_finding["reason"]
+    assert "nothing recreates them" in budget_finding["reason"] and "the Machine can never finish" in budget_finding["reason"]
+    assert budget_finding["evidence"]["can_finish_at_most"] == 0
     # As many as it allows never come back, the others do: it finishes only in the right order.
     mixed = [machine("a", [pod("web-0", owner=None)]), machine("b", [pod("web-1")])]
     [order] = [f for f in batch_findings(facts(mixed, budgets=[budget(allowed=1, expected=2, healthy=2, desired=1)]), 2)["findings"] if f["holds"]]
@@ -135,6 +136,53 @@ def test_pods_that_never_come_back_are_judged_against_what_the_budget_allows_at_
     replicated = [machine("a", [pod("web-0")]), machine("b", [pod("web-1")])]
     [serialised] = batch_findings(facts(replicated, budgets=[waiting]), 2)["findings"]
     assert (serialised["verdict"], serialised["holds"]) == (CLEARS, True)
+
+
+def test_how_many_machines_can_finish_when_pods_that_never_come_back_use_up_the_budget() -> None:
+    # Seen on a fleet: two Machines each with one db Pod no Node outside the batch can take, behind a budget allowing 1.
+    # The one whose drain evicts first finishes; the other never does: the answer says at most one, not which.
+    homeless = [machine("a", [pod("db-0", app="db")]), machine("b", [pod("db-1", app="db")])]
+    guard = budget("db", allowed=1, expected=2, healthy=2, desired=1, app="db")
+    [never, no_node] = [f for f in batch_findings(facts(homeless, nodes=[], budgets=[guard]), 10)["findings"] if f["holds"]]
+    assert (never["verdict"], never["machines"], never["evidence"]["can_finish_at_most"]) == (NEVER, ["shop/a", "shop/b"], 1)
+    assert "at most 1 of its 2 Machines can finish, those whose drains use up what it allows first" in never["reason"]
+    assert (no_node["kind"], no_node["verdict"]) == (KIND_NO_NODE, NEVER)
+    # A Machine whose Pods all come back goes first and gives back what it took: it counts as one that can finish.
+    mixed = [*homeless, machine("c", [pod("db-2", app="db")])]
+    back = facts(mixed, nodes=[], budgets=[budget("db", allowed=1, expected=3, healthy=3, desired=2, app="db")])
+    back["clusters"][""]["nodes"].append(node("spare", labels={"pool": "db"}))
+    for entry in mixed[:2]:
+        entry["pods"][0]["spec"] = {"nodeSelector": {"pool": "elsewhere"}}
+    [stuck] = [f for f in batch_findings(back, 10)["findings"] if f["kind"] == KIND_SHARED_BUDGET]
+    assert (stuck["verdict"], stuck["evidence"]["never_back"], stuck["evidence"]["can_finish_at_most"]) == (NEVER, ["shop/db-0", "shop/db-1"], 2)
+
+
+def test_a_budget_no_concurrency_helps_does_not_lower_the_suggested_concurrency() -> None:
+    # Seen on a fleet: a maxUnavailable 0 budget across two Machines, and one whose Pods never come back, made the
+    # suggestion 1 although no concurrency lets those Machines finish; the web budget alone allows 2 side by side.
+    web = [machine(name, [pod(f"web-{index}")]) for index, name in enumerate(("a", "b", "c"))]
+    quiet = [machine(name, [pod(f"q-{index}", app="q", uid="q-uid")]) for index, name in enumerate(("d", "e"))]
+    budgets = [budget(allowed=2, desired=1), budget("q", allowed=0, expected=2, healthy=2, desired=2, spec={"maxUnavailable": 0}, app="q")]
+    answer = batch_findings(facts(web + quiet, budgets=budgets), concurrency=10)
+    assert [(f["object"], f["verdict"]) for f in answer["findings"] if f["kind"] == KIND_SHARED_BUDGET] == [
+        ("PodDisruptionBudget shop/q", NEVER),
+        ("PodDisruptionBudget shop/web", CLEARS),
+    ]
+    assert answer["suggested_concurrency"] == 2
+
+
+def test_pods_without_a_home_hold_only_the_machines_whose_budget_they_stop() -> None:
+    # Seen on a fleet: Pods selecting only the batch's Nodes (no budget) shared one finding with db Pods whose budget
+    # they stop for good, so their Machines were called 'never' although their drains finish.
+    edge = [machine(name, [pod(f"edge-{index}", app="edge", uid="e-uid")]) for index, name in enumerate(("a", "b"))]
+    db = [machine(name, [pod(f"db-{index}", app="db")]) for index, name in enumerate(("c", "d"))]
+    guard = budget("db", allowed=1, expected=2, healthy=2, desired=1, app="db")
+    answer = preflight([], facts(edge + db, nodes=[], budgets=[guard]), concurrency=4)
+    homeless = {f["verdict"]: f for f in answer["batch"]["findings"] if f["kind"] == KIND_NO_NODE}
+    assert (homeless[NEVER]["machines"], homeless[NEVER]["holds"], homeless[NEVER]["evidence"]["budgets"]) == (["shop/c", "shop/d"], True, ["shop/db"])
+    lost = homeless[NEEDS]
+    assert (lost["machines"], lost["holds"], lost["evidence"]["pods"]) == (["shop/a", "shop/b"], False, ["shop/edge-0", "shop/edge-1"])
+    assert list(answer["can_never_finish"]) == ["shop/c", "shop/d"] and list(answer["would_lose"]) == ["shop/a", "shop/b"]
 
 
 def test_a_bare_pod_is_said_to_be_lost_and_does_not_hold_the_deletion() -> None:
