@@ -89,6 +89,8 @@ COLLECTION_USER = f"system:serviceaccount:{IDENTITY_NAMESPACE}:{IDENTITY_NAME}"
 # The benchmark's own client: not the collection's user agent.
 SETUP_USER_AGENT = "lm-bench-setup"
 SAMPLE_SECONDS = 0.2
+# The audit log's verbs that change something (the rest read: get, list, watch).
+WRITE_VERBS = ("create", "patch", "update", "delete", "deletecollection")
 # What of the checkout the collection needs to run (measured as committed unless --worktree).
 COLLECTION_PATHS = ("plugins", "roles", "playbooks", "meta", "galaxy.yml")
 
@@ -324,6 +326,11 @@ class Requests:
     def per_machine(self, repeated: set[str]) -> float:
         return (sum(self.named.values()) + sum(n for what, n in self.unnamed.items() if what in repeated)) / max(1, len(self.machines))
 
+    def writes_per_machine(self, repeated: set[str]) -> float:
+        """Of :meth:`per_machine`, the writes (create, patch, update, delete); evictions apart."""
+        counted = list(self.named.items()) + [(what, n) for what, n in self.unnamed.items() if what in repeated]
+        return sum(n for what, n in counted if what.split(" ", 1)[0] in WRITE_VERBS) / max(1, len(self.machines))
+
     def shared(self, repeated: set[str]) -> int:
         return sum(n for what, n in self.unnamed.items() if what not in repeated)
 
@@ -483,7 +490,7 @@ def print_table(rows: list[Row], own_plane: bool) -> None:
     once_each = repeated(rows)
     one = next((row.run.wall for row in rows if row.size == 1), None)
     header = (
-        f"{'Machines':>8} {'clusters/ns':>11} {'conc.':>5} {'wall s':>7} {'x one':>6} {'req/Machine':>11} {'evict/M':>7} "
+        f"{'Machines':>8} {'clusters/ns':>11} {'conc.':>5} {'wall s':>7} {'x one':>6} {'req/Machine':>11} {'writes/M':>8} {'evict/M':>7} "
         f"{'shared req':>10} {'API p50 ms':>10} {'API p99 ms':>10} {'API CPU s':>9} {'module MiB':>10} {'playbook MiB':>12} {'load before':>15}"
     )
     log("")
@@ -495,7 +502,8 @@ def print_table(rows: list[Row], own_plane: bool) -> None:
         cpu = f"{row.apiserver_cpu:.1f}" if own_plane else "-"
         log(
             f"{row.size:>8} {f'{len(row.layout.clusters)}/{len(row.layout.namespaces)}':>11} {row.concurrency:>5} {row.run.wall:>7.1f} {ratio:>6} "
-            f"{r.per_machine(once_each):>11.2f} {r.evictions / max(1, len(r.machines)):>7.2f} {r.shared(once_each):>10} "
+            f"{r.per_machine(once_each):>11.2f} {r.writes_per_machine(once_each):>8.2f} {r.evictions / max(1, len(r.machines)):>7.2f} "
+            f"{r.shared(once_each):>10} "
             f"{statistics.median(r.latencies_ms) if r.latencies_ms else 0:>10.1f} {percentile(r.latencies_ms, 0.99):>10.1f} {cpu:>9} "
             f"{module_peak / 1024:>10.0f} {row.run.tree_maxrss_kib / 1024:>12.0f} {row.load_before:>15}"
         )
@@ -505,7 +513,8 @@ def print_table(rows: list[Row], own_plane: bool) -> None:
         "(each with its own kubeconfig Secret) and namespaces; every Secret points at this same API server (self-hosted), not at "
         "separate workload API servers. req/Machine: the collection's requests (all verbs and resources, audit log) naming one "
         "Machine or its Node, Pods, infrastructure and bootstrap objects, evictions apart, plus those naming none that came once "
-        "or more per Machine; shared req: the rest (discovery, Clusters, Secrets, the Machine lists and watches), in total. "
+        "or more per Machine; writes/M: the writes (create, patch, update, delete) among them; "
+        "shared req: the rest (discovery, Clusters, Secrets, the Machine and whole-cluster lists and watches), in total. "
         "API p50/p99: the control plane's time on the collection's requests (requestReceivedTimestamp to stageTimestamp, "
         "watches left out); API CPU s: kube-apiserver + etcd CPU during the run. module MiB: the largest VmHWM of the AnsiballZ "
         "module processes (sampled every 0.2 s); playbook MiB: ru_maxrss of the whole playbook tree (wait4), the largest of its "
