@@ -139,6 +139,34 @@ options:
       - Also use the C(cluster.x-k8s.io) MachineDrainRule objects of the Machine's namespace, when the cluster serves them.
     type: bool
     default: true
+  out_of_service:
+    description:
+      - The Machines whose instance you confirm is gone (powered off or deleted) - their Node gets Kubernetes' own
+        C(node.kubernetes.io/out-of-service=nodeshutdown:NoExecute) taint (non-graceful node shutdown), so that its
+        Pods and volumes are released before the Node object is deleted, which in a deletion comes last (after the
+        preTerminate gate and the infrastructure). A policy you choose, never applied by itself.
+      - Only while the Machine is being deleted, on its own Node (not one with another machine's C(providerID)), and
+        only when that Node is not Ready (its Ready condition is not V(True)), as kube-controller-manager requires - then
+        its pod garbage collector force-deletes the Node's Pods being deleted, and the attach/detach controller detaches
+        its volumes without waiting for them to be unmounted. A Ready Node is never tainted - its kubelet still
+        reports, so its instance is evidently not gone - and the result says so.
+      - Each taint is recorded as a Warning Event C(NodeOutOfService) on the Machine naming O(out_of_service[].reason),
+        and in the result's C(out_of_service). A Node that carries the taint already is left as it is (no change, no
+        Event). In check mode the taint is sent as a server-side dry run and nothing is written.
+      - An entry naming another Machine than O(namespace)/O(machine), without a reason, or with an unknown key fails the task
+        before anything is touched.
+    type: list
+    elements: dict
+    default: []
+    suboptions:
+      machine:
+        description: The Machine, as C(namespace/name).
+        type: str
+        required: true
+      reason:
+        description: Who confirmed the instance is gone, and why (a change number, say); recorded on the Machine and in the result.
+        type: str
+        required: true
 extends_documentation_fragment:
   - kubernetes.core.k8s_auth_options
   - lifecycle.machine.durations
@@ -194,6 +222,15 @@ EXAMPLES = r"""
     machine: cluster-worker-a-xyz12
     namespace: openshift-machine-api
     instance_terminated: true
+    wait: true
+
+- name: The instance is powered off for good - release the Node's Pods and volumes before the Node goes
+  lifecycle.machine.machine_terminate:
+    machine: md-0-abcde
+    namespace: default
+    out_of_service:
+      - machine: default/md-0-abcde
+        reason: "INC-4711: host lost its disks; confirmed off by the datacenter team"
     wait: true
 
 - name: Ignore the claims of Pods an inline rule makes the drain skip
@@ -362,6 +399,14 @@ volumes:
     message:
       description: The upstream progress message while waiting (C(Waiting for Node volumes to be detached (started at ...))).
       type: str
+out_of_service:
+  description:
+    - The out-of-service taint O(out_of_service) asked for on the Machine's Node - C(machine), C(node), C(at), C(dry_run),
+      C(action) (V(out_of_service_taint)), C(applied) (whether it was put on now; in check mode, would be), C(state)
+      (V(tainted), V(already tainted), V(node ready), V(no node), V(not being deleted), V(another machine's node) or
+      V(not reached)), C(message), C(reason) and C(taint) (C(key), C(value), C(effect)).
+  returned: when O(out_of_service) names the Machine and it exists
+  type: dict
 timed_out:
   description:
     - Present (and V(true)) when the task failed because O(wait_timeout) ran out, not for another reason.
@@ -413,6 +458,7 @@ import copy
 
 from ansible_collections.lifecycle.machine.plugins.module_utils._module import WAIT_ARGUMENT_SPEC, new_module, run
 from ansible_collections.lifecycle.machine.plugins.module_utils._options.specs import machine_side_spec
+from ansible_collections.lifecycle.machine.plugins.module_utils._terminate.out_of_service import normalize_out_of_service
 from ansible_collections.lifecycle.machine.plugins.module_utils._terminate.run import TerminateRequest, terminate_machine
 
 
@@ -424,11 +470,25 @@ def main():
         "instance_terminated": {"type": "bool", "default": False},
         "rules": {"type": "list", "elements": "dict"},
         "use_cluster_rules": {"type": "bool", "default": True},
+        "out_of_service": {
+            "type": "list",
+            "elements": "dict",
+            "default": [],
+            "options": {"machine": {"type": "str", "required": True}, "reason": {"type": "str", "required": True}},
+        },
         **machine_side_spec(),
     }
     argument_spec.update(copy.deepcopy(WAIT_ARGUMENT_SPEC))
     module = new_module(argument_spec, supports_check_mode=True)
-    run(module, lambda api: terminate_machine(api, TerminateRequest.from_params(module.params, module.check_mode)))
+    machine_key = f"{module.params['namespace']}/{module.params['machine']}"
+    run(
+        module,
+        lambda api: terminate_machine(
+            api,
+            TerminateRequest.from_params(module.params, module.check_mode),
+            normalize_out_of_service(module.params["out_of_service"], [machine_key]),
+        ),
+    )
 
 
 if __name__ == "__main__":

@@ -159,7 +159,10 @@ class DeleteRounds(Rounds):
     def next_args(self, now: float) -> dict:
         if not self.count:
             return self.args
-        return {**self.args, "machines": self.pending, "clock": self.clock}
+        # out_of_service names only the task's Machines: those no longer pending are left out with them.
+        keys = {f"{machine.get('namespace')}/{machine.get('name')}" for machine in self.pending}
+        out_of_service = [entry for entry in self.args.get("out_of_service") or [] if not isinstance(entry, dict) or entry.get("machine") in keys]
+        return {**self.args, "machines": self.pending, "clock": self.clock, "out_of_service": out_of_service}
 
     def add(self, result: dict) -> list[str]:
         super().add(result)

@@ -24,6 +24,7 @@ from ansible_collections.lifecycle.machine.plugins.module_utils._drain.rules imp
 from ansible_collections.lifecycle.machine.plugins.module_utils._machine.blockers import MAX_BLOCKER_LINES, NEVER, blocker_lines, worst
 from ansible_collections.lifecycle.machine.plugins.module_utils._machine.controller import AUTO, DEFAULT_GRACE, SETTINGS
 from ansible_collections.lifecycle.machine.plugins.module_utils._options.logic import Bound, bound_errors, invalid_names, invalid_options, seconds
+from ansible_collections.lifecycle.machine.plugins.module_utils._terminate.out_of_service import OutOfService, normalize_out_of_service
 from ansible_collections.lifecycle.machine.plugins.module_utils._workload.logic import WorkloadSettings, workload_settings
 
 # Where a Machine stands after a task.
@@ -90,6 +91,7 @@ ENTRY_FIELDS = frozenset(
         "carried_out_by",
         "controller",
         "blockers",
+        "out_of_service",
     )
 )
 
@@ -125,6 +127,8 @@ class DeleteRequest:
     escalations: Sequence[Escalation] = ()
     # Fail a Machine whose drain made no progress for this many seconds, counted across calls in ``clock``; None: never.
     stall_timeout: int | None = None
+    # The Machines whose instance the user confirmed gone: their Node gets the out-of-service taint (_terminate/out_of_service.py).
+    out_of_service: dict[str, OutOfService] = field(default_factory=dict)
 
     @classmethod
     def from_params(cls, params: dict, check_mode: bool, now: float) -> DeleteRequest:
@@ -154,6 +158,7 @@ class DeleteRequest:
             on_stall=params.get("on_stall") or "wait",
             escalations=normalize_escalations(params.get("escalations")),
             stall_timeout=params.get("stall_timeout"),
+            out_of_service=normalize_out_of_service(params.get("out_of_service"), [machine_key(m) for m in params["machines"]]),
         )
 
 
@@ -250,6 +255,8 @@ class Outcome:
     controller: str | None = None
     # What holds a Machine its live controller deletes, from what the controller reports (docs/stalls.md).
     followed_blockers: list[dict] = field(default_factory=list)
+    # The out-of-service taint the user asked for on its Node, as this call left it (None when not asked).
+    out_of_service: dict | None = None
 
     @property
     def key(self) -> str:
@@ -270,6 +277,7 @@ class Outcome:
             "carried_out_by": self.carried_out_by,
             "controller": self.controller,
             "blockers": self.blockers,
+            **({"out_of_service": self.out_of_service} if self.out_of_service is not None else {}),
         }
 
     @property

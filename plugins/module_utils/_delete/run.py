@@ -63,10 +63,12 @@ from ansible_collections.lifecycle.machine.plugins.module_utils._machine.flavour
 from ansible_collections.lifecycle.machine.plugins.module_utils._machine.scope import MachineScope
 from ansible_collections.lifecycle.machine.plugins.module_utils._machine.waits import actor_of, follow_controller
 from ansible_collections.lifecycle.machine.plugins.module_utils._mark.run import mark
+from ansible_collections.lifecycle.machine.plugins.module_utils._terminate.api import put_out_of_service
 from ansible_collections.lifecycle.machine.plugins.module_utils._terminate.logic import NODE_DELETION_FAILED, STEP_NODE
+from ansible_collections.lifecycle.machine.plugins.module_utils._terminate.out_of_service import SETTLED
 from ansible_collections.lifecycle.machine.plugins.module_utils._terminate.run import TerminateRequest, terminate_on
 from ansible_collections.lifecycle.machine.plugins.module_utils._timeutil import now as utc_now
-from ansible_collections.lifecycle.machine.plugins.module_utils._workload.api import check_node_side
+from ansible_collections.lifecycle.machine.plugins.module_utils._workload.api import check_node_side, node_api
 
 
 class MachineDeletion:
@@ -114,6 +116,7 @@ class MachineDeletion:
             while True:
                 self.again = None
                 scope = self.scope()
+                self.out_of_service(scope)
                 if scope is None:
                     pass  # gone, or undecided when this call's slice ended: the outcome says so
                 elif scope.actor.controller:
@@ -238,6 +241,28 @@ class MachineDeletion:
         self.outcome.carried_out_by = actor.who
         self.outcome.controller = actor.manager or None
         return actor
+
+    def out_of_service(self, scope: MachineScope | None) -> None:
+        """The out-of-service taint on the Machine's Node, when the user confirmed its instance gone
+        (``out_of_service``): whoever carries out the deletion, once the Machine is being deleted (in check
+        mode, as it would be) and its Node is not Ready; looked at again each turn until it is settled."""
+        confirmation = self.request.out_of_service.get(self.key)
+        settled = self.outcome.out_of_service is not None and self.outcome.out_of_service["state"] in SETTLED
+        if confirmation is None or scope is None or scope.gone or settled:
+            return
+        machine = scope.machine
+        deleting = self.request.check_mode or bool(machine["metadata"].get("deletionTimestamp"))
+        entry = put_out_of_service(
+            self.api,
+            machine,
+            scope.flavour,
+            confirmation,
+            node_side=lambda: node_api(self.api, machine, self.request.workload, scope.flavour),
+            deleting=deleting,
+            dry_run=self.request.check_mode,
+        )
+        self.outcome.out_of_service = entry
+        self.outcome.changed |= entry["applied"] and not entry["dry_run"]
 
     def controller_took_over(self, scope: MachineScope) -> bool:
         """Between the drain and the termination, once more, on the Machine as the drain

@@ -185,7 +185,7 @@ def _terminating_blocker(key: str, pod: dict, *, unreachable: bool, now: _dt.dat
         reason = f"finalizers {', '.join(finalizers)} keep it {past} s past its grace; their controller, or someone, must remove them"
         return Blocker(PHASE_DRAIN, KIND_FINALIZER, f"Pod {key}", NEEDS_ACTION, reason, since, {"finalizers": finalizers, "past_grace_seconds": past})
     if unreachable:
-        reason = "its Node's kubelet cannot confirm; the drain lets it go once its deletion is old enough"
+        reason = "its kubelet cannot confirm; the drain lets it go when its deletion is old enough; if its instance is gone, out_of_service releases it"
         return Blocker(PHASE_DRAIN, KIND_UNREACHABLE_NODE, f"Pod {key}", CLEARS, reason, since, {"past_grace_seconds": past})
     reason = f"its kubelet has not confirmed it gone {past} s past its grace"
     return Blocker(PHASE_DRAIN, KIND_TERMINATING_PAST_GRACE, f"Pod {key}", CLEARS, reason, since, {"past_grace_seconds": past})

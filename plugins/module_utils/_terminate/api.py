@@ -37,6 +37,7 @@ from ansible_collections.lifecycle.machine.plugins.module_utils._machine.conditi
 from ansible_collections.lifecycle.machine.plugins.module_utils._machine.deletion import ObjectState, object_state
 from ansible_collections.lifecycle.machine.plugins.module_utils._machine.flavour import Flavour, ObjectRef
 from ansible_collections.lifecycle.machine.plugins.module_utils._machine.nodes import is_node_unreachable
+from ansible_collections.lifecycle.machine.plugins.module_utils._terminate import out_of_service as oos
 from ansible_collections.lifecycle.machine.plugins.module_utils._terminate.logic import (
     Facts,
     node_deletion_deadline,
@@ -292,3 +293,52 @@ def release(api: KubeApi, machine: dict, finalizer: str, *, dry_run: bool = Fals
             return None, False
         raise
     return updated, sent is not None
+
+
+# -- the out-of-service taint the user asked for (docs/stalls.md) ------------------------
+
+
+def put_out_of_service(
+    api: KubeApi,
+    machine: dict,
+    flavour: Flavour,
+    confirmation: oos.OutOfService,
+    *,
+    node_side: Callable[[], KubeApi],
+    deleting: bool,
+    dry_run: bool = False,
+) -> dict:
+    """Put the out-of-service taint on the Machine's Node (through ``node_side()``) as the user
+    confirmed its instance gone, when ``out_of_service.decide`` says so; then a Warning Event
+    NodeOutOfService on the Machine. With ``dry_run`` the patch is a server-side dry run and no
+    Event is recorded. The result's entry (``applied``: put on now, or would be)."""
+    node_name = flavour.node_name(machine) if deleting else None
+    node_api: KubeApi | None = None
+    node: dict | None = None
+    error: str | None = None
+    if node_name:
+        try:
+            node_api = node_side()
+            node = get_node(node_api, node_name)
+        except (ApiError, MachineError) as exc:
+            error = exc.describe() if isinstance(exc, ApiError) else exc.msg
+    conflict = provider_id_conflict(machine, node, node_api.label or "the cluster") if node_api is not None else None
+    verdict = oos.decide(deleting=deleting, node_name=node_name, node=node, conflict=conflict, error=error)
+    for _attempt in range(oos.CONFLICT_RETRIES):
+        if not verdict.apply or node is None or node_api is None:
+            break
+        try:
+            node_api.patch(node_path(node_name), oos.taint_patch(node, now()), dry_run=dry_run)
+        except ApiError as exc:
+            if exc.status not in (404, 409):
+                verdict = oos.Verdict(oos.NOT_REACHED, False, f"Node {node_name} was not tainted: {exc.describe()}")
+                break
+            node = get_node(node_api, node_name)  # written in between, or gone: decide again on what it is now
+            verdict = oos.decide(deleting=deleting, node_name=node_name, node=node, conflict=conflict)
+            continue
+        if not dry_run:
+            emit_event(api, machine, "Warning", oos.EVENT_REASON, oos.event_message(node_name, confirmation))
+        break
+    else:
+        verdict = oos.Verdict(oos.NOT_REACHED, False, f"Node {node_name} kept changing: not tainted after {oos.CONFLICT_RETRIES} attempts")
+    return oos.result_entry(confirmation, node_name or flavour.node_name(machine), verdict, at=now(), dry_run=dry_run)

@@ -12,7 +12,7 @@ Waits use the transport's clock (``api.monotonic()``, ``api.sleep()``).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import Any
 
@@ -56,6 +56,7 @@ from ansible_collections.lifecycle.machine.plugins.module_utils._terminate.logic
     timeout_message,
     with_volume_start,
 )
+from ansible_collections.lifecycle.machine.plugins.module_utils._terminate.out_of_service import OutOfService
 from ansible_collections.lifecycle.machine.plugins.module_utils._terminate.report import Report, gone_result, node_key, object_key, unread_result
 from ansible_collections.lifecycle.machine.plugins.module_utils._timeutil import now
 from ansible_collections.lifecycle.machine.plugins.module_utils._workload import api as workload
@@ -338,8 +339,9 @@ def failure(exc: ApiError | Cancelled) -> tuple[str, dict]:
     return f"Cancelled: {exc}", {}
 
 
-def terminate_machine(api: KubeApi, request: TerminateRequest) -> dict:
-    """Run the termination steps for the Machine of ``request`` (see the module documentation)."""
+def terminate_machine(api: KubeApi, request: TerminateRequest, out_of_service: Mapping[str, OutOfService] | None = None) -> dict:
+    """Run the termination steps for the Machine of ``request`` (see the module documentation);
+    first, when ``out_of_service`` confirms its instance gone, the out-of-service taint on its Node."""
     # Bad inline rules fail before anything is read or written; validated once, here.
     request = replace(request, rules=normalize_rules(request.rules))
     started = api.monotonic()
@@ -354,6 +356,36 @@ def terminate_machine(api: KubeApi, request: TerminateRequest) -> dict:
         # Already terminated and released: a second run has nothing to do - unless no Machine can be there.
         require_namespace(api, request.namespace)
         return gone_result(request.namespace, request.machine, request.api_version, now())
+    confirmation = (out_of_service or {}).get(f"{request.namespace}/{request.machine}")
+    taint = None if confirmation is None else taint_node(api, machine, request, confirmation)
+    try:
+        result = _terminate(api, request, machine, started)
+    except MachineError as exc:
+        exc.result.update(with_taint(exc.result, taint))
+        raise
+    return with_taint(result, taint)
+
+
+def taint_node(api: KubeApi, machine: dict, request: TerminateRequest, confirmation: OutOfService) -> dict:
+    """The out-of-service taint on the Machine's Node (while it is being deleted), as the user confirmed; the result's entry."""
+    flavour = flavour_for(machine)
+    deleting = bool((machine.get("metadata") or {}).get("deletionTimestamp"))
+
+    def node_side() -> KubeApi:  # connected only when the Node is looked at
+        return workload.node_api(api, machine, request.workload, flavour)
+
+    return terminate_api.put_out_of_service(api, machine, flavour, confirmation, node_side=node_side, deleting=deleting, dry_run=request.check_mode)
+
+
+def with_taint(result: dict, taint: dict | None) -> dict:
+    """``result`` with the out-of-service entry (and ``changed`` when the taint went on)."""
+    if taint is None:
+        return result
+    return {**result, "out_of_service": taint, "changed": bool(result.get("changed")) or (taint["applied"] and not taint["dry_run"])}
+
+
+def _terminate(api: KubeApi, request: TerminateRequest, machine: dict, started: float) -> dict:
+    """The termination of the Machine as read: its live controller followed, or the steps carried out."""
     # A Machine being deleted by its live controller: the controller's termination is followed, nothing written.
     followed = followed_deletion(
         api,
