@@ -10,9 +10,12 @@ its grace on an unreachable Node is skipped by the drain once its deletion is
 1 s old, so the blocker holds for at most that second) and ``another
 control-plane Node cordoned`` (test_control_plane.py proves the gate itself).
 
-The last tests run beside the real Cluster API manager (``capi_plane``): the
-collection follows the controller's deletion and reports what holds it, the
-hook's wait start read from the Machine's own ``status.deletion``.
+The last tests run beside the real Cluster API manager (``capi_plane``, in
+make test's real-controller subset) and OpenShift's machine controller
+(``mapi_plane``): the collection follows the controller's deletion and reports
+what holds it - the hook, since the wait start Cluster API writes in the
+Machine's ``status.deletion`` (OpenShift records none), then the controller and
+the Pod its drain report names.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from pathlib import Path
 
 import pytest
 import realctl
+import test_live_controller
 import test_machine_drain
 import test_machine_terminate
 from conftest import run_module_with
@@ -506,3 +510,35 @@ def test_blockers_while_the_real_cluster_api_controller_deletes_the_machine(capi
     assert refusal["evidence"]["reported_by"] == following["object"]
     assert refusal["evidence"]["report"].startswith("cannot evict pod as it would violate the pod's disruption budget.")
     assert workload.get(f"/api/v1/namespaces/{apps}/pods/app-0") is not None, "the budget holds the Pod"
+
+
+# ---------------------------------------------------------------------------
+# Beside the real OpenShift machine controller
+
+
+@pytest.mark.real_controllers
+@pytest.mark.slow
+def test_blockers_while_the_real_openshift_controller_deletes_the_machine(mapi_plane: dict) -> None:
+    kubeconfig = Path(mapi_plane["state_dir"]) / "kubeconfig"
+    kube = api_from_kubeconfig(str(kubeconfig))
+    namespace, worker = "blockers-mapi", "worker-0"
+    hooks = {"preDrain": [{"name": "drain-gate", "owner": realctl.HOOK_OWNER}]}
+    machines = test_live_controller._running_openshift_machine(kube, namespace, worker, hooks)
+    params = {"machines": [{"name": worker, "namespace": namespace}], "drain_timeout": 6}
+
+    result = run_module_with(str(kubeconfig), "machine_delete", params)
+
+    [entry] = result["machines"]
+    assert entry["carried_out_by"] == "controller", json.dumps(result, indent=1)
+    assert realctl.v1beta2_condition(kube.get(f"{machines}/{worker}"), "Drainable").get("status") == "False"
+    [blocker] = entry["blockers"]
+    # OpenShift records no start of the hook's wait: since is null, never guessed.
+    assert (blocker["phase"], blocker["kind"], blocker["object"], blocker["since"], blocker["verdict"]) == (
+        "preDrain hook",
+        "hook",
+        "drain-gate",
+        None,
+        NEEDS_ACTION,
+    )
+    assert blocker["evidence"] == {"owner": realctl.HOOK_OWNER, "name": "drain-gate"}
+    assert f"    ! {NEEDS_ACTION}: hook drain-gate: its owner {realctl.HOOK_OWNER} removes it" in "\n".join(result["progress"])
