@@ -6,11 +6,14 @@ grace by a finalizer."""
 from __future__ import annotations
 
 import time
+from pathlib import Path
 
+import pytest
 from khelpers import deployment, pod_is_ready, wait_for
 from test_machine_drain import CAPI_ONLY, GRACE, create_pdb, delete_machine, evictions, get_pod, machine_path, make_pods, order_rule
 
 NEVER = "can never clear as things stand"
+REPO = Path(__file__).resolve().parents[2]
 
 
 def budget(kube, namespace: str, name: str, spec: dict) -> None:
@@ -211,4 +214,19 @@ def test_machine_delete_counts_the_time_without_progress_across_rounds(*, flavou
     assert result["clock"][f"{namespace}/{machine}"]["drain_progress"] >= result["clock"][f"{namespace}/{machine}"]["drain"]
     assert [e["type"] for e in stalled_events(kube, namespace, machine)] == ["Warning"]
     assert not get_pod(kube, namespace, "db-0")["metadata"].get("deletionTimestamp"), "nothing overridden"
+    assert kube.get(machine_path(flavour, namespace, machine))["metadata"].get("deletionTimestamp"), "the Machine stays marked"
+
+
+@pytest.mark.parametrize("flavour", ["v1beta2"], indirect=True)
+def test_the_delete_machine_playbook_passes_stall_timeout_on(*, flavour, kube, namespace, machine_node, run_playbook) -> None:
+    machine, node = machine_node()
+    make_pods(kube, namespace, node, {"db-0": {"labels": {"app": "db"}}})
+    budget(kube, namespace, "db", {"maxUnavailable": 0, "selector": {"matchLabels": {"app": "db"}}})
+    extra = {"machine_name": machine, "machine_namespace": namespace, "machine_controller": "absent", "progress_interval": 2, "stall_timeout": "5s"}
+
+    run = run_playbook(REPO / "playbooks" / "delete_machine.yml", extra)
+
+    assert run.returncode != 0, run.stdout
+    assert f"Stopped draining Node {node}: no progress for " in run.stdout and "stall_timeout is 5 s" in run.stdout, run.stdout[-3000:]
+    assert [e["type"] for e in stalled_events(kube, namespace, machine)] == ["Warning"]
     assert kube.get(machine_path(flavour, namespace, machine))["metadata"].get("deletionTimestamp"), "the Machine stays marked"
