@@ -302,6 +302,12 @@ timed_out:
     - Also when the API kept failing (503, dropped connections) until O(wait_timeout) ran out; the message then names the request.
   returned: when the task timed out
   type: bool
+stalled:
+  description:
+    - Present (and V(true)) when the task failed because the drain stalled - O(on_stall=fail) and something holds it that
+      can never clear, or no progress for O(stall_timeout). Nothing was overridden; RV(blockers) says what holds it.
+  returned: when the drain stalled
+  type: bool
 completed:
   description:
     - Whether the Node is drained (or cordoned, or uncordoned), or the drain was skipped.
