@@ -321,7 +321,8 @@ preflight:
     - C(batch) holds the findings - C(findings) (each with C(kind) V(batch budget), V(no node for replacements),
       V(unreplicated pod), V(single replica) or V(every replica in the batch), C(machines), C(object), C(evidence),
       C(verdict), C(reason) and C(holds), whether it holds the deletions), C(concurrency), C(suggested_concurrency) (the
-      largest concurrency at which no budget shared by the Machines serialises their drains, or 1), C(counted) (the
+      largest concurrency at which no budget shared by the Machines serialises their drains, or 1), C(suggested_order) (the
+      Machines in the order that lets the most of them finish - given in that order, they start in that order), C(counted) (the
       Machines whose drain preview was counted) and C(not_counted) (per cluster, what could not be read).
   returned: in check mode
   type: dict
@@ -342,6 +343,7 @@ preflight:
     batch:
       concurrency: 10
       suggested_concurrency: 1
+      suggested_order: [default/worker-1, default/worker-2, default/worker-3]
       counted: [default/worker-1, default/worker-2, default/worker-3]
       not_counted: {}
       findings:

@@ -82,32 +82,38 @@ def build_fleet(kube, namespace: str, makers: tuple, sizes: dict[str, int], web_
       Node is cordoned: no Node outside the batch can take the replacements;
     - ``quiet``: one Pod per Machine behind ``maxUnavailable: 0``;
     - ``single``: a Deployment of 1 replica behind ``minAvailable: 1``;
-    - ``edge``: one Pod per Machine, no budget, selecting only the batch's Nodes.
+    - ``edge``: one Pod per Machine, no budget, selecting only the batch's Nodes;
+    - ``mix...``: a bare Pod on the first Machine and a Deployment of one Pod on each other one, all
+      behind ``minAvailable: 1``: the bare Pod uses the budget up unless the others go first.
 
-    Two spare Nodes outside the batch can take the api, web, bulk and single Pods' replacements.
+    Two spare Nodes outside the batch can take the api, web, bulk, single and mix Pods' replacements.
     ``makers``: the fixtures make_node, make_machine and capi_cluster."""
     make_node, make_machine, capi_cluster = makers
     capi_cluster(namespace)
     fleet = Fleet(namespace)
-    label = {group: {f"lm-{group}": namespace} for group in ("api", "web", "bulk", "db", "quiet", "single", "edge")}
+    label = {group: {f"lm-{group}": namespace} for group in ("api", "web", "bulk", "db", "quiet", "single", "edge", *sizes)}
+    mixed = [group for group in sizes if group.startswith("mix")]
     # The spares are cordoned while the Deployments place their Pods on the batch's Nodes, then opened.
-    movable = {**label["api"], **label["web"], **label["bulk"], **label["single"]}
-    fleet.spares = [make_node(labels=movable) for _index in range(2)] if any(sizes.get(g) for g in ("api", "web", "bulk", "single")) else []
+    movable = {**label["api"], **label["web"], **label["bulk"], **label["single"], **{key: value for group in mixed for key, value in label[group].items()}}
+    fleet.spares = [make_node(labels=movable) for _index in range(2)] if any(sizes.get(g) for g in ("api", "web", "bulk", "single", *mixed)) else []
     closed = [make_node(labels=label["db"])] if sizes.get("db") else []  # the db Pods' one other Node: cordoned, and stays so
     for spare in fleet.spares + closed:
         kube.patch(f"/api/v1/nodes/{spare}", {"spec": {"unschedulable": True}})
     for group, count in sizes.items():
         for index in range(count):
-            node = make_node(labels=label[group])
+            node = make_node(labels=None if group in mixed and index == 0 else label[group])
             name = f"{group}-{index}-{uuid.uuid4().hex[:4]}"
             make_machine(namespace, name=name, node=node, labels=CANDIDATE)
             fleet.groups.setdefault(group, []).append(name)
             fleet.nodes[name] = node
     for group, count in sizes.items():
         if count:
-            kube.create(f"/apis/apps/v1/namespaces/{namespace}/deployments", deployment(group, 1 if group == "single" else count, label[group], GRACE))
+            replicas = 1 if group == "single" else count - 1 if group in mixed else count
+            kube.create(f"/apis/apps/v1/namespaces/{namespace}/deployments", deployment(group, replicas, label[group], GRACE))
     if sizes.get("bulk"):
         kube.create(f"/api/v1/namespaces/{namespace}/pods", bound_pod("solo", fleet.nodes[fleet.groups["bulk"][0]], {"app": "solo"}))
+    for group in mixed:
+        kube.create(f"/api/v1/namespaces/{namespace}/pods", bound_pod(f"{group}-bare", fleet.nodes[fleet.groups[group][0]], {"app": group}))
     wanted = sum(1 if group == "single" else count for group, count in sizes.items()) + (1 if sizes.get("bulk") else 0)
 
     def placed() -> bool:
@@ -121,6 +127,7 @@ def build_fleet(kube, namespace: str, makers: tuple, sizes: dict[str, int], web_
         "db": ({"minAvailable": 1}, sizes.get("db", 0)),
         "quiet": ({"maxUnavailable": 0}, sizes.get("quiet", 0)),
         "single": ({"minAvailable": 1}, 1),
+        **{group: ({"minAvailable": 1}, sizes[group]) for group in mixed},
     }
     for group, (spec, expected) in budgets.items():
         if sizes.get(group):
@@ -289,6 +296,7 @@ def test_the_preflight_of_a_fleet_predicts_the_real_run(
         assert ("failed=1" if verdict == "never" else "failed=0") in recap[host], (key, verdict, recap.get(host))
         if verdict != "never":
             assert f"{key} {'would wait' if verdict == 'wait' else 'would finish'}" in stdout, key
+    assert all(key in stdout.split('"order": [', 1)[1].split("]", 1)[0] for key in batch["suggested_order"]), "the role prints the suggested order"
     assert snapshot(kube, flavour, fleet) == unchanged and evictions(audit_events, namespace) == {}
 
     # Now for real, at the same concurrency.
@@ -336,3 +344,35 @@ def test_the_suggested_concurrency_lets_every_machine_finish_unheld(
     refused = {name: codes for name, codes in evictions(audit_events, namespace).items() if 429 in codes}
     done_in = result["elapsed_seconds"]
     print(f"\nat concurrency {suggested}: {len(fleet.machines)} Machines done in {done_in:.0f} s; held by a budget: {holds.held}; evictions refused: {refused}")
+
+
+@pytest.mark.parametrize("flavour", ["v1beta2"], indirect=True)
+def test_the_suggested_order_lets_every_machine_finish_and_the_reverse_does_not(
+    *, flavour, kube, namespace, make_node, make_machine, capi_cluster, run_module
+) -> None:
+    # Two alike groups, each a bare Pod on its first Machine and a Deployment's Pod on its second, behind minAvailable 1.
+    fleet = build_fleet(kube, namespace, (make_node, make_machine, capi_cluster), {"mix": 2, "mixrev": 2})
+    plan = run_module("machine_delete", {"machines": fleet.machines, "concurrency": 10, **REAL_RUN}, check=True)["preflight"]
+    for group in ("mix", "mixrev"):
+        [finding] = [f for f in plan["batch"]["findings"] if f["object"] == f"PodDisruptionBudget {namespace}/{group}"]
+        assert (finding["verdict"], finding["machines"], finding["evidence"]["never_back"]) == (
+            "needs someone to act",
+            fleet.keys(group),
+            [f"{namespace}/{group}-bare"],
+        )
+    assert sorted(plan["would_wait"]) == fleet.keys("mix", "mixrev") and plan["batch"]["suggested_concurrency"] == 1
+    order = plan["batch"]["suggested_order"]
+    bare_machines = [fleet.key(fleet.groups[group][0]) for group in ("mix", "mixrev")]
+    assert sorted(order[:2]) == sorted(set(fleet.keys("mix", "mixrev")) - set(bare_machines)) and sorted(order[2:]) == sorted(bare_machines)
+
+    # mix in the suggested order, mixrev in the reverse, one after the other at the suggested concurrency.
+    mix = [key for key in order if key in fleet.keys("mix")]
+    mixrev = [key for key in reversed(order) if key in fleet.keys("mixrev")]
+    machines = [{"name": key.split("/", 1)[1], "namespace": namespace} for key in mix + mixrev]
+    result = run_module("machine_delete", {"machines": machines, "concurrency": 1, **REAL_RUN}, timeout=300)
+    status = {m["key"]: m["status"] for m in result["machines"]}
+    assert [status[key] for key in mix] == ["done", "done"], result["progress"]
+    # The bare Pod went first and used the budget up: the Deployment's Pod can never be evicted (on_stall: fail).
+    assert [status[key] for key in mixrev] == ["done", "failed"], result["progress"]
+    [failed] = [m for m in result["machines"] if m["status"] == "failed"]
+    assert f"{namespace}/mixrev" in failed["message"] + " ".join(str((b.get("evidence") or {}).get("budget")) for b in failed.get("blockers") or [])

@@ -35,6 +35,9 @@ The rules, in docs/stalls.md:
   eviction for a replacement to be Ready;
 - Pods that no Node outside the batch can take: those whose budget they stop
   for good hold their Machines (never), the others only cost their workload;
+- the suggested order puts first the Machines with no Pod that uses up a
+  budget for good, then the others, the fewest such Pods first, and last those
+  that can never finish whatever the order;
 - the suggested concurrency is the largest ``c`` such that, for every budget
   with Pods on two Machines or more that some concurrency lets go (not one
   judged never), the ``c`` Machines holding most of its healthy Pods hold no
@@ -423,6 +426,21 @@ def suggested_concurrency(shares: dict[str, list[int]], machines: int) -> int:
     return max(1, best)
 
 
+def suggested_order(keys: list[str], findings: list[Finding], used_up: dict[str, int]) -> list[str]:
+    """The Machines (``keys``, in the task's order) in an order that lets the most of them finish at the
+    suggested concurrency: first those with no Pod that uses up a budget for good (``used_up``: Machine ->
+    its Pods that never come back under a budget judged never or needing someone to act), then the others,
+    the fewest such Pods first, and last those a finding says can never finish whatever the order; the
+    task's order otherwise."""
+    hopeless = {
+        key
+        for finding in findings
+        if finding.holds and finding.verdict == NEVER and finding.kind != KIND_NO_NODE and "can_finish_at_most" not in finding.evidence
+        for key in finding.machines
+    }
+    return sorted(keys, key=lambda key: (key in hopeless, used_up.get(key, 0)))
+
+
 def batch_findings(facts: dict, concurrency: int) -> dict:
     """What the batch does to itself, from what the check-mode run read (``facts``):
 
@@ -433,7 +451,8 @@ def batch_findings(facts: dict, concurrency: int) -> dict:
     ``controllers`` (controller UID -> ``kind``, ``name``, ``replicas``, ``owner``: ``{kind, name}``).
 
     Returns ``findings`` (dicts: those that hold a deletion first, the gravest first), ``suggested_concurrency``,
-    ``concurrency``, ``counted`` (the Machines counted) and ``not_counted`` (per cluster, what could not be read)."""
+    ``suggested_order`` (:func:`suggested_order`), ``concurrency``, ``counted`` (the Machines counted) and
+    ``not_counted`` (per cluster, what could not be read)."""
     clusters = facts.get("clusters") or {}
     machines = [machine for machine in facts.get("machines") or [] if machine.get("node")]
     batch_nodes: dict[str, set[str]] = {}
@@ -446,6 +465,7 @@ def batch_findings(facts: dict, concurrency: int) -> dict:
             pods.append(_Pod(machine["key"], cluster, pod, _recreated(pod, decision)))
     findings: list[Finding] = []
     shares: dict[str, list[int]] = {}
+    used_up: dict[str, int] = {}
     for cluster in sorted({pod.cluster for pod in pods}):
         here = [pod for pod in pods if pod.cluster == cluster]
         known = clusters.get(cluster) or {}
@@ -459,6 +479,11 @@ def batch_findings(facts: dict, concurrency: int) -> dict:
         found, cluster_shares = _budget_findings(here, budgets, concurrency, lost)
         shares.update({f"{cluster}|{name}": share for name, share in cluster_shares.items()})
         findings.extend(found)
+        for finding in found:
+            if finding.verdict in (NEVER, NEEDS_ACTION) and finding.evidence.get("never_back"):
+                for pod in here:
+                    if pod.key in finding.evidence["never_back"]:
+                        used_up[pod.machine] = used_up.get(pod.machine, 0) + 1
         findings.extend(_unreplicated(here))
         findings.extend(_replicas(here, budgets, known.get("controllers") or {}))
         findings.extend(_no_node(cluster, here, outside, [finding for finding in found if finding.verdict == NEVER]))
@@ -468,6 +493,7 @@ def batch_findings(facts: dict, concurrency: int) -> dict:
         "findings": [finding.as_dict() for finding in findings],
         "concurrency": concurrency,
         "suggested_concurrency": suggested_concurrency(shares, len(machines)),
+        "suggested_order": suggested_order([machine["key"] for machine in machines], findings, used_up),
         "counted": sorted(machine["key"] for machine in machines),
         "not_counted": {cluster or "the cluster": list(known["errors"]) for cluster, known in sorted(clusters.items()) if known.get("errors")},
     }

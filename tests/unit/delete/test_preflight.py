@@ -90,6 +90,7 @@ def test_the_suggested_concurrency_is_the_largest_the_shared_budgets_allow() -> 
         "findings": [],
         "concurrency": 10,
         "suggested_concurrency": 3,
+        "suggested_order": ["shop/a", "shop/b", "shop/c"],
         "counted": ["shop/a", "shop/b", "shop/c"],
         "not_counted": {},
     }
@@ -183,6 +184,22 @@ def test_pods_without_a_home_hold_only_the_machines_whose_budget_they_stop() -> 
     lost = homeless[NEEDS]
     assert (lost["machines"], lost["holds"], lost["evidence"]["pods"]) == (["shop/a", "shop/b"], False, ["shop/edge-0", "shop/edge-1"])
     assert list(answer["can_never_finish"]) == ["shop/c", "shop/d"] and list(answer["would_lose"]) == ["shop/a", "shop/b"]
+
+
+def test_the_suggested_order_lets_pods_that_come_back_go_first_and_the_hopeless_last() -> None:
+    # A budget allowing 1 over a bare Pod (on a) and a recreated one (on b): only b first lets both finish.
+    controllers = {"s-uid": {"kind": "ReplicaSet", "name": "s-7d9", "replicas": 1, "owner": {"kind": "Deployment", "name": "s"}}}
+    machines = [
+        machine("a", [pod("web-0", owner=None)]),
+        machine("b", [pod("web-1")]),
+        machine("c", [pod("s-0", app="s", uid="s-uid")]),
+        machine("d", [pod("other-0", app="other", uid="o-uid")]),
+    ]
+    budgets = [budget(allowed=1, expected=2, healthy=2, desired=1), budget("s", allowed=0, expected=1, healthy=1, desired=1, app="s")]
+    answer = batch_findings(facts(machines, budgets=budgets, controllers=controllers), concurrency=4)
+    assert [(f["kind"], f["verdict"]) for f in answer["findings"] if f["holds"]] == [(KIND_SINGLE_REPLICA, NEVER), (KIND_SHARED_BUDGET, NEEDS)]
+    # b and d first (in the task's order), then a, whose Pod uses the budget up; c can never finish: last.
+    assert answer["suggested_order"] == ["shop/b", "shop/d", "shop/a", "shop/c"] and answer["suggested_concurrency"] == 1
 
 
 def test_a_bare_pod_is_said_to_be_lost_and_does_not_hold_the_deletion() -> None:
