@@ -1,9 +1,9 @@
 """The out-of-service taint the user asks for, against the real API server and the real
 kube-controller-manager (docs/stalls.md): on a Machine being deleted whose Node is not Ready, the
 taint node.kubernetes.io/out-of-service goes on its Node with a Warning Event naming who asked,
-and kube-controller-manager's pod garbage collector then removes the Pods stuck Terminating there
-- while the preTerminate gate still holds the Node. A Ready Node is never tainted; check mode and
-a task that does not ask taint nothing."""
+and kube-controller-manager's pod garbage collector then removes the Pods stuck Terminating there and
+its attach/detach controller detaches a volume still mounted there - while the preTerminate gate still
+holds the Node. A Ready Node is never tainted; check mode and a task that does not ask taint nothing."""
 
 from __future__ import annotations
 
@@ -30,20 +30,21 @@ V1BETA2_ONLY = pytest.mark.parametrize("flavour", ["v1beta2"], indirect=True)
 
 
 @pytest.fixture(scope="module")
-def pod_gc(kubeconfig: str):
-    """kube-controller-manager's pod garbage collector and taint eviction, started for this module beside the
-    control plane's own controller-manager (which runs neither), stopped after its last test, pass or fail."""
+def pod_gc(kubeconfig: str, tmp_path_factory: pytest.TempPathFactory):
+    """kube-controller-manager's pod garbage collector, taint eviction and attach/detach controller, started for this
+    module beside the control plane's own controller-manager (which runs none of them), stopped after its last test,
+    pass or fail."""
     state_dir = Path(kubeconfig).parent
     components = state_dir / "components.kubeconfig"
     argv = [
         str(cluster_tool.build_tools() / "kube-controller-manager"),
         f"--kubeconfig={components if components.exists() else kubeconfig}",
-        "--controllers=pod-garbage-collector-controller,taint-eviction-controller",
+        "--controllers=pod-garbage-collector-controller,taint-eviction-controller,persistentvolume-attach-detach-controller",
         "--leader-elect=false",
         "--secure-port=0",
         "--v=2",
     ]
-    log_path = state_dir / f"pod-gc-{uuid.uuid4().hex[:6]}.log"
+    log_path = tmp_path_factory.mktemp("kube-controller-manager") / "kube-controller-manager.log"
     with open(log_path, "ab") as log:
         proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
     try:
@@ -191,3 +192,85 @@ def test_an_entry_that_cannot_be_acted_on_is_refused_before_anything_is_touched(
         "machine_terminate", {"machine": "worker-1", "namespace": namespace, "out_of_service": [{"machine": f"{namespace}/other", "reason": REASON}]}
     )
     assert result.get("failed") and f"{namespace}/other is not a Machine of this task" in result["msg"], result.get("msg")
+
+
+DRIVER = "lm.test.csi"
+
+
+def attached_volume(kube: KubeApi, namespace: str, node: str) -> tuple[str, str]:
+    """A CSI volume the attach/detach controller attached to ``node`` for Pod db-0 (its VolumeAttachment marked attached,
+    as a CSI attacher would) and the Node reports mounted (status.volumesInUse, as its kubelet did before it died).
+    (the VolumeAttachment's name, the PersistentVolume's)."""
+    kube.patch(f"/api/v1/nodes/{node}", {"metadata": {"annotations": {"volumes.kubernetes.io/controller-managed-attach-detach": "true"}}})
+    handle = f"vol-{uuid.uuid4().hex[:6]}"
+    pv = f"pv-{handle}"
+    claim = {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}, "volumeName": pv, "storageClassName": ""}
+    claims = f"/api/v1/namespaces/{namespace}/persistentvolumeclaims"
+    uid = kube.create(claims, {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": "data"}, "spec": claim})["metadata"]["uid"]
+    kube.patch(f"{claims}/data", {"status": {"phase": "Bound"}}, subresource_status=True)
+    spec = {
+        "capacity": {"storage": "1Gi"},
+        "accessModes": ["ReadWriteOnce"],
+        "persistentVolumeReclaimPolicy": "Retain",
+        "csi": {"driver": DRIVER, "volumeHandle": handle},
+        "claimRef": {"namespace": namespace, "name": "data", "uid": uid},
+    }
+    kube.create("/api/v1/persistentvolumes", {"apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": pv}, "spec": spec})
+    kube.patch(f"/api/v1/persistentvolumes/{pv}", {"status": {"phase": "Bound"}}, subresource_status=True)
+    time.sleep(1)  # the controller reads the claim and the volume from its caches when the Pod comes
+    body = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "db-0"},
+        "spec": {
+            "nodeName": node,
+            "terminationGracePeriodSeconds": 3600,
+            "containers": [{"name": "db", "image": "db", "volumeMounts": [{"name": "data", "mountPath": "/data"}]}],
+            "volumes": [{"name": "data", "persistentVolumeClaim": {"claimName": "data"}}],
+        },
+    }
+    kube.create(f"/api/v1/namespaces/{namespace}/pods", body)
+    attachments = "/apis/storage.k8s.io/v1/volumeattachments"
+    [attachment] = wait_for(
+        lambda: [a for a in kube.list(attachments) if a["spec"]["nodeName"] == node], timeout=60, what="the attach/detach controller's VolumeAttachment"
+    )
+    name = attachment["metadata"]["name"]
+    kube.patch(f"{attachments}/{name}", {"status": {"attached": True}}, subresource_status=True)
+    kube.patch(f"/api/v1/nodes/{node}", {"status": {"volumesInUse": [f"kubernetes.io/csi/{DRIVER}^{handle}"]}}, subresource_status=True)
+    wait_for(
+        lambda: any(v["name"].endswith(handle) for v in kube.get(f"/api/v1/nodes/{node}")["status"].get("volumesAttached") or []),
+        timeout=60,
+        what="the volume reported attached",
+    )
+    kube.request("DELETE", f"/api/v1/namespaces/{namespace}/pods/db-0", query={"gracePeriodSeconds": 3600})
+    return name, pv
+
+
+@V1BETA2_ONLY
+def test_a_confirmed_dead_nodes_volume_is_detached(*, flavour, kube, namespace, dead_node, make_machine, capi_cluster, run_module, pod_gc) -> None:
+    """Mounted on a Node that is not Ready, a volume its Pod no longer wants is detached only after the attach/detach
+    controller's 6 minutes without the taint; with it, at once - while the preTerminate gate holds the Node."""
+    node = dead_node
+    capi_cluster(namespace)
+    machine = make_machine(namespace, node=node, hooks={"preTerminate": [HOOK]})["metadata"]["name"]
+    attachment, pv = attached_volume(kube, namespace, node)
+    path = f"/apis/storage.k8s.io/v1/volumeattachments/{attachment}"
+    # db-0 is being deleted, so its volume is no longer wanted there; mounted, it stays attached (for 6 minutes).
+    time.sleep(5)
+    assert kube.get(path) is not None, "a volume mounted on a Node without the taint is detached only after 6 minutes"
+    params = {"machines": [{"name": machine, "namespace": namespace}], "wait_sleep": 1, "drain_timeout": 300, "terminate_timeout": 300}
+    params["out_of_service"] = [{"machine": f"{namespace}/{machine}", "reason": REASON}]
+    box: dict = {}
+    thread = threading.Thread(target=lambda: box.update(result=run_module("machine_delete", params)))
+    thread.start()
+    try:
+        wait_for(lambda: taints(kube, node), timeout=60, what="the out-of-service taint")
+        wait_for(lambda: get_pod(kube, namespace, "db-0") is None, timeout=GC_WAIT, what="db-0 gone")
+        wait_for(lambda: kube.get(path) is None, timeout=60, what="the VolumeAttachment gone")
+        assert kube.get(f"/api/v1/nodes/{node}") is not None, "the Node stays while the preTerminate gate holds"
+    finally:
+        remove_hook(kube, flavour, namespace, machine)
+        thread.join(timeout=300)
+        kube.delete(path)
+        kube.delete(f"/api/v1/persistentvolumes/{pv}")
+    assert not box["result"].get("failed"), box["result"].get("msg")
