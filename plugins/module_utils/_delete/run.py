@@ -11,6 +11,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 from ansible_collections.lifecycle.machine.plugins.module_utils._delete.api import read_batch
+from ansible_collections.lifecycle.machine.plugins.module_utils._delete.followed import ON_STALL_LOOK, judge_reported_budgets, never_message
 from ansible_collections.lifecycle.machine.plugins.module_utils._delete.logic import (
     AWAITING_INSTANCE,
     DONE,
@@ -45,7 +46,13 @@ from ansible_collections.lifecycle.machine.plugins.module_utils._machine.api imp
     node_steps_skip_reason,
     require_namespace,
 )
-from ansible_collections.lifecycle.machine.plugins.module_utils._machine.blockers import as_dicts, controller_blockers, reported_at
+from ansible_collections.lifecycle.machine.plugins.module_utils._machine.blockers import (
+    Blocker,
+    as_dicts,
+    budget_refused_pods,
+    controller_blockers,
+    reported_at,
+)
 from ansible_collections.lifecycle.machine.plugins.module_utils._machine.controller import (
     AUTO,
     COLLECTION,
@@ -59,9 +66,9 @@ from ansible_collections.lifecycle.machine.plugins.module_utils._machine.control
     who_deletes,
 )
 from ansible_collections.lifecycle.machine.plugins.module_utils._machine.feed import MachineFeeds
-from ansible_collections.lifecycle.machine.plugins.module_utils._machine.flavour import flavour_for
+from ansible_collections.lifecycle.machine.plugins.module_utils._machine.flavour import Flavour, flavour_for
 from ansible_collections.lifecycle.machine.plugins.module_utils._machine.scope import MachineScope
-from ansible_collections.lifecycle.machine.plugins.module_utils._machine.waits import actor_of, follow_controller
+from ansible_collections.lifecycle.machine.plugins.module_utils._machine.waits import actor_of, follow_controller, read_refused_pods
 from ansible_collections.lifecycle.machine.plugins.module_utils._mark.run import mark
 from ansible_collections.lifecycle.machine.plugins.module_utils._terminate.api import put_out_of_service
 from ansible_collections.lifecycle.machine.plugins.module_utils._terminate.logic import NODE_DELETION_FAILED, STEP_NODE
@@ -69,6 +76,9 @@ from ansible_collections.lifecycle.machine.plugins.module_utils._terminate.out_o
 from ansible_collections.lifecycle.machine.plugins.module_utils._terminate.run import TerminateRequest, terminate_on
 from ansible_collections.lifecycle.machine.plugins.module_utils._timeutil import now as utc_now
 from ansible_collections.lifecycle.machine.plugins.module_utils._workload.api import check_node_side, node_api
+
+# How long the reads that judge a followed drain's budget refusals may take (seconds).
+FOLLOW_READ_SECONDS = 15.0
 
 
 class MachineDeletion:
@@ -299,18 +309,37 @@ class MachineDeletion:
             timeout = request.drain_timeout if phase == DRAIN else request.terminate_timeout
             end, final = self.phase_end(phase, timeout)
             scope.ends[phase] = end
-            machine, progress, done = follow_controller(self.api, machine, flavour, phase, end)
+            # With on_stall: fail the drain is looked at every ON_STALL_LOOK seconds for what can never clear.
+            look = min(end, self.api.monotonic() + ON_STALL_LOOK) if request.on_stall == "fail" and phase == DRAIN else end
+            machine, progress, done = follow_controller(self.api, machine, flavour, phase, look)
             scope.seen(machine)
             if done:
                 continue
             if machine is not None:
                 seen_at = reported_at(flavour.all_conditions(machine), ("Deleting", "Drainable", "Drained", "Terminable"))
                 found = controller_blockers(flavour, machine, progress, manager=actor.manager, reported_at=seen_at, now=utc_now())
+                found = self.judged(found, machine, flavour)
                 outcome.followed_blockers = as_dicts(found)
+                never = never_message(found, f"its controller ({actor.manager})" if actor.manager else "its controller")
+                if never is not None and request.on_stall == "fail":
+                    raise MachineError(never)
+            if self.api.monotonic() < end:
+                continue  # looked at before the phase's end (on_stall: fail): follow on
             if final and budget_left(self.clock, self.key, phase, timeout, time.time()) <= 0:
                 raise MachineError(timeout_message(actor, progress, timeout))
             outcome.status, outcome.message = IN_PROGRESS, following_message(actor, progress)
             return
+
+    def judged(self, found: list[Blocker], machine: dict, flavour: Flavour) -> list[Blocker]:
+        """The budget refusals a followed controller reports, judged as the collection's own drain judges them:
+        the Pods and their budgets read on the workload side (only when the report names such refusals; the budgets
+        from the task's shared feed), within FOLLOW_READ_SECONDS (docs/stalls.md)."""
+        keys = budget_refused_pods(found)
+        if not keys:
+            return found
+        reads = self.api.fork(deadline=self.api.monotonic() + FOLLOW_READ_SECONDS)
+        pods, budgets, unread = read_refused_pods(lambda: node_api(reads, machine, self.request.workload, flavour), flavour.node_name(machine), keys)
+        return judge_reported_budgets(found, pods, budgets, unread)
 
     def drain(self, scope: MachineScope) -> bool:
         """The preDrain gate and the drain; True when they are behind the Machine."""

@@ -14,7 +14,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from ansible_collections.lifecycle.machine.plugins.module_utils._machine.flavour import PRE_DRAIN, PRE_TERMINATE, Flavour, Hook
+from ansible_collections.lifecycle.machine.plugins.module_utils._machine.flavour import OPENSHIFT, PRE_DRAIN, PRE_TERMINATE, Flavour, Hook
 from ansible_collections.lifecycle.machine.plugins.module_utils._timeutil import parse_time, rfc3339
 
 # Phases, in the order a deletion meets them.
@@ -101,10 +101,13 @@ def hook_blockers(flavour: Flavour, machine: dict, point: str, hooks: list[Hook]
 _HOOK_WAITS = {"WaitingForPreDrainHook": PRE_DRAIN, "Drainable": PRE_DRAIN, "WaitingForPreTerminateHook": PRE_TERMINATE, "Terminable": PRE_TERMINATE}
 STALLED_AFTER = _dt.timedelta(minutes=15)
 
+# The reason of a budget refusal a live controller reports, until its budget is read and judged.
+REPORTED_BUDGET_REASON = "a budget refuses its eviction for now and the controller asks again"
 # What a live controller's drain report (Cluster API's Deleting message: ``* Pod[s] <ns/name, ...>: <why>``)
 # says holds its Pods, matched on the words the Machine controller's own summary looks for; the first match wins.
-# The collection does not read the budgets of a drain it only follows, so a refusing budget is never judged
-# "never" here; a Pod two budgets select is, from the eviction API's own answer.
+# A budget refusal is "clears by itself" here: machine_delete then reads the refusing budgets on the workload side
+# and judges them as its own drain does (``_delete/followed.py``); a Pod two budgets select is "never" from the
+# eviction API's own answer.
 _REPORTED_POD_HOLDS = (
     (
         "more than one PodDisruptionBudget",
@@ -116,8 +119,7 @@ _REPORTED_POD_HOLDS = (
         "cannot evict pod as it would violate the pod's disruption budget",
         KIND_BUDGET,
         CLEARS,
-        "a budget refuses its eviction for now and the controller asks again; if it lasts, look at the budget (the collection does not judge"
-        " the budgets of a drain it only follows)",
+        REPORTED_BUDGET_REASON,
     ),
     ("because it is being terminated", KIND_NAMESPACE_TERMINATING, CLEARS, "its namespace is being deleted; the namespace controller deletes the Pod"),
     ("deletionTimestamp set, but still not removed from the Node", KIND_TERMINATING, CLEARS, "it is being deleted; its kubelet removes it"),
@@ -146,6 +148,50 @@ def reported_pod_blockers(details: list[str], who: str) -> list[Blocker]:
                 continue  # "... (N more)": the controller names three Pods at most
             blockers.append(Blocker(PHASE_DRAIN, kind, f"Pod {pod}", verdict, reason, evidence={"reported_by": who, "report": why}))
     return blockers
+
+
+# OpenShift's machine controller drains with kubectl's drain library, 20 s per try, and names what failed, one
+# error per Pod (``<error>`` or ``[<error>, ...]``), in a Normal Event DrainRequeued (``Node drain requeued: ...``)
+# and in its Drained condition (False, DrainError, ``could not drain machine: ...``) - which it never writes, as it
+# returns before its status patch; why an eviction was refused (a budget's 429) goes only to its log. The collection
+# reads no Events (docs/stalls.md), so the condition's text is split when a controller writes it.
+_OPENSHIFT_ERROR_END = r"(?=, error when |\]?$)"  # the next Pod's error, or the end of the list
+_OPENSHIFT_EVICTION = re.compile(r'error when evicting pods/"(?P<name>[^"]+)" -n "(?P<namespace>[^"]+)": (?P<why>.+?)' + _OPENSHIFT_ERROR_END)
+_OPENSHIFT_TERMINATING = re.compile(
+    r'error when waiting for pod "(?P<name>[^"]+)" in namespace "(?P<namespace>[^"]+)" to terminate: (?P<why>.+?)' + _OPENSHIFT_ERROR_END
+)
+OPENSHIFT_TIMEOUT_WORDS = "global timeout reached"
+OPENSHIFT_REFUSED_REASON = (
+    "its eviction was refused for the whole of the controller's try (a budget's refusal, most often; the controller logs why) and the controller tries again"
+)
+
+
+def openshift_pod_blockers(message: str, who: str) -> list[Blocker]:
+    """What OpenShift's machine controller's drain error (its Drained condition's message, ``could not drain
+    machine: ...``, or its DrainRequeued Event's) says holds each Pod it names: an eviction never accepted within its try (refused by a budget, as a rule:
+    a budget refusal, judged like Cluster API's once its budget is read), another eviction error (two budgets,
+    from the eviction API's own words, or an error someone must look at), a Pod evicted but not gone yet."""
+    blockers = []
+    for match in _OPENSHIFT_EVICTION.finditer(message or ""):
+        pod, why = f"Pod {match.group('namespace')}/{match.group('name')}", match.group("why")
+        evidence = {"reported_by": who, "report": match.group(0)}
+        if OPENSHIFT_TIMEOUT_WORDS in why:
+            blockers.append(Blocker(PHASE_DRAIN, KIND_BUDGET, pod, CLEARS, OPENSHIFT_REFUSED_REASON, evidence=evidence))
+        elif _REPORTED_POD_HOLDS[0][0] in why:
+            blockers.append(Blocker(PHASE_DRAIN, KIND_TWO_BUDGETS, pod, NEVER, _REPORTED_POD_HOLDS[0][3], evidence=evidence))
+        else:
+            blockers.append(Blocker(PHASE_DRAIN, KIND_EVICTION_ERROR, pod, NEEDS_ACTION, f"the API server refuses its eviction: {why}", evidence=evidence))
+    for match in _OPENSHIFT_TERMINATING.finditer(message or ""):
+        pod = f"Pod {match.group('namespace')}/{match.group('name')}"
+        reason = "it was evicted and is being deleted; its kubelet removes it"
+        blockers.append(Blocker(PHASE_DRAIN, KIND_TERMINATING, pod, CLEARS, reason, evidence={"reported_by": who, "report": match.group(0)}))
+    return blockers
+
+
+def budget_refused_pods(blockers: list[Blocker]) -> list[str]:
+    """The Pods (``namespace/name``) a live controller's report names as refused by a budget, in order, once each."""
+    keys = [blocker.object.removeprefix("Pod ") for blocker in blockers if blocker.kind == KIND_BUDGET and "reported_by" in blocker.evidence]
+    return list(dict.fromkeys(keys))
 
 
 def stage_started_at(flavour: Flavour, machine: dict) -> _dt.datetime | None:
@@ -183,6 +229,9 @@ def controller_blockers(
     changed = max((moment for moment in (reported_at, stage) if moment is not None), default=None)
     since = stamp(changed)
     pods = reported_pod_blockers(details, who)
+    if flavour.name == OPENSHIFT:
+        drained = next((c for c in flavour.all_conditions(machine) if c.get("type") == "Drained" and c.get("status") == "False"), {})
+        pods = openshift_pod_blockers(str(drained.get("message") or ""), who)
     if changed is not None and now - changed > STALLED_AFTER:
         minutes = int((now - changed).total_seconds() // 60)
         reason = f"it has stood at the same stage for {minutes} min: {progress.get('message')}; look at the controller and what it reports"

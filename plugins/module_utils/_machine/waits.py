@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 
 from ansible_collections.lifecycle.machine.plugins.module_utils._errors import MachineError
 from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.client import KubeApi
@@ -44,6 +45,7 @@ from ansible_collections.lifecycle.machine.plugins.module_utils._machine.livenes
     lease_actor,
     with_lease_note,
 )
+from ansible_collections.lifecycle.machine.plugins.module_utils._workload.feed import shared_items
 
 # Seconds one read of a controller's Lease serves: the Machines of a task decided together share it.
 LEASE_REUSE = 10.0
@@ -191,3 +193,41 @@ def followed_deletion(
     if not done and wait:
         raise MachineError(f"Machine {machine_label(machine)}: {timeout_message(actor, progress, int(wait_timeout))}", timed_out=True, **result)
     return result
+
+
+def read_refused_pods(node_side: Callable[[], KubeApi], node_name: str | None, keys: list[str]) -> tuple[dict[str, dict | None], list[dict] | None, str | None]:
+    """What a followed drain's budget refusals need to be judged, read where the Pods are (``node_side()``:
+    the Machine's workload cluster, or its own): the Pods of the Node ``node_name`` (one LIST, as the drain
+    reads them; without a Node name, each Pod ``keys`` names), keyed ``namespace/name``, None for a Pod of
+    ``keys`` that is gone; and the budgets of the Pods' namespaces: the task's shared feed of the cluster's
+    budgets when the run shares one (``_workload/feed.py``), else one LIST per namespace. Nothing is read
+    when ``keys`` is empty. Returns (the Pods, the budgets, None), or what was read and why the rest could
+    not be (the workload cluster unreachable, no permission): the caller then judges nothing. Cancelled
+    (not an API error) is raised."""
+    pods: dict[str, dict | None] = {}
+    if not keys:
+        return pods, [], None
+    try:
+        api = node_side()
+        if node_name:
+            listed = api.list(resource_path("v1", "pods"), field_selector=f"spec.nodeName={node_name}")
+        else:
+            listed = []
+            for key in keys:
+                namespace, _sep, name = key.partition("/")
+                listed.extend(api.list(resource_path("v1", "pods", namespace), field_selector=f"metadata.name={name}"))
+        for found in listed:
+            meta = found.get("metadata") or {}
+            pods[f"{meta.get('namespace')}/{meta.get('name')}"] = found
+        for key in keys:
+            pods.setdefault(key, None)
+        budgets = shared_items(api, lambda feeds: feeds.budgets())
+        if budgets is None:
+            budgets = []
+            for namespace in sorted({key.partition("/")[0] for key in keys}):
+                budgets.extend(api.list(resource_path("policy/v1", "poddisruptionbudgets", namespace)))
+    except ApiError as exc:
+        return pods, None, str(exc).splitlines()[0] if str(exc) else f"HTTP {exc.status}"
+    except MachineError as exc:
+        return pods, None, exc.msg.splitlines()[0]
+    return pods, budgets, None

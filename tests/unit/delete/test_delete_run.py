@@ -159,3 +159,35 @@ def test_a_controller_that_answers_during_the_drain_takes_over_before_the_termin
     assert answered and outcome["carried_out_by"] == "controller", outcome
     assert outcome["controller"] == "capi-controller-manager"
     assert place.stored(NODE_PATH) is not None, "the collection deleted the Node its controller carries out"
+
+
+def draining_controller(place: World) -> None:
+    """The Machine's live controller drains it and reports web-0 refused by a budget that allows no eviction at all."""
+    machine = place.stored(place.path)
+    machine["status"].pop("deprecated", None)
+    refused = f"* Pod {NS}/web-0: cannot evict pod as it would violate the pod's disruption budget."
+    report = f"Drain not completed yet (started at 2026-01-01T00:00:00Z):\n{refused}"
+    machine["status"]["conditions"] = [{"type": "Deleting", "status": "True", "reason": "DrainingNode", "message": report}]
+    place.fake.put(place.path, machine)
+    pod(place)
+    budget = {"metadata": {"name": "web", "namespace": NS}, "spec": {"maxUnavailable": 0, "selector": {"matchLabels": {"app": "web"}}}, "status": {}}
+    place.fake.put(f"/apis/policy/v1/namespaces/{NS}/poddisruptionbudgets/web", budget)
+
+
+def test_a_followed_budget_refusal_is_judged_by_its_budget_and_on_stall_fail_stops_following() -> None:
+    place = world(deleting=True, status_writer="capi-controller-manager")
+    draining_controller(place)
+    waiting = delete_machines(place.fake, request(machine_controller="live", drain_timeout=600, progress_interval=10))
+    (outcome,) = waiting["machines"]
+    assert (outcome["status"], outcome["carried_out_by"]) == (IN_PROGRESS, "controller"), outcome
+    refusal = next(b for b in outcome["blockers"] if b["kind"] == "budget refusal")
+    assert refusal["verdict"] == "can never clear as things stand", refusal
+    assert (refusal["evidence"]["budget"], refusal["evidence"]["max_unavailable"]) == (f"{NS}/web", 0)
+    started = place.fake.monotonic()
+    failed = delete_machines(place.fake, request(machine_controller="live", drain_timeout=600, on_stall="fail"))
+    (outcome,) = failed["machines"]
+    assert outcome["status"] == FAILED and outcome["message"].startswith("Stopped following the deletion"), outcome
+    assert f"budget {NS}/web: its maxUnavailable is 0" in outcome["message"] and outcome["blockers"], outcome
+    assert place.fake.monotonic() - started < 60, "on_stall: fail looks before the drain's budget is spent"
+    assert [method for method, _path in place.writes()] == [], place.writes()
+    assert place.stored(place.path) is not None and place.stored(POD) is not None

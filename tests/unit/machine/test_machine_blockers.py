@@ -9,8 +9,10 @@ from ansible_collections.lifecycle.machine.plugins.module_utils._machine.blocker
     NEEDS_ACTION,
     NEVER,
     blocker_lines,
+    budget_refused_pods,
     controller_blockers,
     hook_blockers,
+    openshift_pod_blockers,
     reported_at,
     worst,
 )
@@ -116,3 +118,40 @@ def test_the_pods_a_controllers_drain_report_names_are_blockers_of_their_kind() 
     ]
     assert found[1].evidence == {"reported_by": "controller capi-manager", "report": details[0].split(": ", 1)[1]}
     assert found[6].reason == "the API server refuses its eviction: failed to evict Pod, admission webhook denied the request"
+
+
+OPENSHIFT = {
+    "apiVersion": "machine.openshift.io/v1beta1",
+    "kind": "Machine",
+    "metadata": {"name": "m", "namespace": "openshift-machine-api"},
+    "status": {"phase": "Deleting"},
+}
+
+
+def test_the_pods_openshifts_drain_condition_names_are_blockers_of_their_kind() -> None:
+    message = (
+        'could not drain machine: [error when evicting pods/"db-0" -n "apps": global timeout reached: 20s,'
+        ' error when evicting pods/"web-0" -n "apps": This pod has more than one PodDisruptionBudget, which the eviction subresource does not support.,'
+        ' error when evicting pods/"x-0" -n "apps": admission webhook "deny" denied the request,'
+        ' error when waiting for pod "job-0" in namespace "apps" to terminate: global timeout reached: 20s]'
+    )
+    machine = {**OPENSHIFT, "status": {"phase": "Deleting", "conditions": [{"type": "Drained", "status": "False", "reason": "DrainError", "message": message}]}}
+    progress = {"phase": "drain", "reason": "DrainError", "message": "Drained False: DrainError: could not drain machine"}
+    at = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
+    found = controller_blockers(flavour_for(machine), machine, progress, manager="machine-controller", reported_at=None, now=at)
+    assert [(b.kind, b.object, b.verdict) for b in found] == [
+        ("controller", "controller machine-controller", CLEARS),
+        ("budget refusal", "Pod apps/db-0", CLEARS),
+        ("two budgets", "Pod apps/web-0", NEVER),
+        ("eviction error", "Pod apps/x-0", NEEDS_ACTION),
+        ("pod terminating", "Pod apps/job-0", CLEARS),
+    ]
+    report = 'error when evicting pods/"db-0" -n "apps": global timeout reached: 20s'
+    assert found[1].evidence == {"reported_by": "controller machine-controller", "report": report}
+    assert found[3].reason == 'the API server refuses its eviction: admission webhook "deny" denied the request'
+    assert budget_refused_pods(found) == ["apps/db-0"]
+    # One Pod: no brackets around the error.
+    [only] = openshift_pod_blockers(f"could not drain machine: {report}", "x")
+    assert (only.object, only.kind, only.evidence["report"]) == ("Pod apps/db-0", "budget refusal", report)
+    # A drain not permitted (another control-plane Node cordoned) names no Pod.
+    assert openshift_pod_blockers("could not drain machine: drain not permitted: requeue in: 20s", "x") == []

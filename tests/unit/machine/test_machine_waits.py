@@ -152,3 +152,28 @@ def test_read_lease_turns_every_answer_into_a_reading() -> None:
     fake.cancel()
     with pytest.raises(Cancelled):
         waits.read_lease(fake, ref)
+
+
+def test_the_refused_pods_and_their_namespaces_budgets_are_read_only_when_named() -> None:
+    kube = FakeKube()
+    body = {"metadata": {"name": "db-0", "namespace": "apps", "labels": {"app": "db"}}, "spec": {"nodeName": "n-1"}}
+    kube.put("/api/v1/namespaces/apps/pods/db-0", body)
+    kube.put("/api/v1/namespaces/apps/pods/web-0", {**body, "metadata": {"name": "web-0", "namespace": "apps"}})
+    budget = {"metadata": {"name": "db", "namespace": "apps"}, "spec": {"maxUnavailable": 0}}
+    kube.put("/apis/policy/v1/namespaces/apps/poddisruptionbudgets/db", budget)
+    assert waits.read_refused_pods(lambda: kube, "n-1", []) == ({}, [], None) and kube.request_count == 0
+    pods, budgets, unread = waits.read_refused_pods(lambda: kube, "n-1", ["apps/db-0", "apps/gone-0"])
+    assert (sorted(pods), pods["apps/gone-0"], [b["metadata"]["name"] for b in budgets or []], unread) == (
+        ["apps/db-0", "apps/gone-0", "apps/web-0"],
+        None,
+        ["db"],
+        None,
+    )
+    assert kube.request_count == 2  # the Node's Pods, one namespace's budgets
+
+
+def test_budgets_that_cannot_be_read_say_why() -> None:
+    kube = FakeKube()
+    kube.fail("GET", "/apis/policy/v1/namespaces/apps/poddisruptionbudgets", FakeKube.error(403, "poddisruptionbudgets is forbidden"))
+    _pods, budgets, unread = waits.read_refused_pods(lambda: kube, None, ["apps/db-0"])
+    assert budgets is None and unread is not None and "forbidden" in unread

@@ -1,0 +1,88 @@
+# Copyright: lifecycle.machine contributors
+# Apache License 2.0 (see LICENSE)
+"""The budget refusals a live controller reports, judged as the collection's own drain judges
+them (pure; docs/stalls.md): a drain the task only follows is not the task's, but the budgets
+that refuse it are in the workload cluster for anyone to read. For each Pod the controller's
+report names as refused by a budget, the budgets that select it (as last read) give the verdict
+and the evidence the drain gives (``_drain/stalls.py`` ``never_allows``, ``budget_evidence``,
+``unfinished_evictions``; ``_drain/budgets.py`` ``covering_budgets``); when they could not be
+read, the refusal stays "clears by itself" and says so.
+
+With ``on_stall: fail`` a followed deletion that can never finish as things stand fails the
+task's share of that Machine, naming what holds it; the deletion stays with its controller."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from ansible_collections.lifecycle.machine.plugins.module_utils._drain.budgets import covering_budgets
+from ansible_collections.lifecycle.machine.plugins.module_utils._drain.stalls import budget_evidence, never_allows, unfinished_evictions
+from ansible_collections.lifecycle.machine.plugins.module_utils._machine.blockers import CLEARS, KIND_BUDGET, NEVER, Blocker
+from ansible_collections.lifecycle.machine.plugins.module_utils._timeutil import rfc3339
+
+# How often, with on_stall: fail, a followed drain is looked at for what can never clear (seconds).
+ON_STALL_LOOK = 20.0
+MAX_REASONS = 3
+
+
+def _judged(blocker: Blocker, key: str, pods: dict[str, dict | None], budgets: list[dict]) -> list[Blocker]:
+    pod = pods[key]
+    if pod is None:
+        evidence = {**blocker.evidence, "pod_gone": True}
+        return [replace(blocker, reason=f"{blocker.reason}; the Pod is gone now", evidence=evidence)]
+    covering = covering_budgets(pod, budgets)
+    if not covering:
+        return [replace(blocker, reason=f"{blocker.reason}; no budget selects it now", evidence={**blocker.evidence, "budgets": []})]
+    found = []
+    for budget in covering:
+        evidence = {**blocker.evidence, "pod": key, **budget_evidence(budget)}
+        never = never_allows(budget)
+        unfinished = unfinished_evictions(budget, pods)
+        if never:
+            found.append(replace(blocker, verdict=NEVER, reason=f"budget {evidence['budget']}: {never}", evidence=evidence))
+        elif unfinished:
+            evidence["unfinished_evictions"] = {name: rfc3339(at) for name, at in unfinished.items()}
+            names = ", ".join(sorted(unfinished))
+            reason = (
+                f"budget {evidence['budget']} still counts {names} of the Node as being evicted (an eviction it granted that never deleted the Pod);"
+                " the disruption controller counts it again 2 minutes after the grant"
+            )
+            found.append(replace(blocker, verdict=CLEARS, reason=reason, evidence=evidence))
+        else:
+            reason = f"budget {evidence['budget']} allows another eviction once enough of its Pods are healthy again"
+            found.append(replace(blocker, verdict=CLEARS, reason=reason, evidence=evidence))
+    return found
+
+
+def judge_reported_budgets(blockers: list[Blocker], pods: dict[str, dict | None], budgets: list[dict] | None, unread: str | None = None) -> list[Blocker]:
+    """``blockers`` (``_machine.blockers.controller_blockers``) with each budget refusal the controller
+    reported judged by the budgets that select its Pod: ``pods`` (``namespace/name`` -> the Pod, None when
+    gone: the Node's Pods and each Pod the report names) and ``budgets`` (every budget of the Pods' namespaces) as read on the workload side. ``unread``:
+    why they could not be read (then the refusals stay "clears by itself", saying so)."""
+    judged: list[Blocker] = []
+    for blocker in blockers:
+        if blocker.kind != KIND_BUDGET or "reported_by" not in blocker.evidence:
+            judged.append(blocker)
+            continue
+        key = blocker.object.removeprefix("Pod ")
+        if unread is not None or budgets is None or key not in pods:
+            why = unread or "not read"
+            evidence = {**blocker.evidence, "budget_unread": why}
+            judged.append(replace(blocker, reason=f"{blocker.reason}; its budget could not be read: {why}", evidence=evidence))
+            continue
+        judged.extend(_judged(blocker, key, pods, budgets))
+    return judged
+
+
+def never_message(blockers: list[Blocker], who: str) -> str | None:
+    """With ``on_stall: fail``: why the task stops following a deletion that can never finish as things
+    stand (the first blockers that say "never"); None when nothing says so."""
+    never = [blocker for blocker in blockers if blocker.verdict == NEVER]
+    if not never:
+        return None
+    reasons = "; ".join(f"{blocker.object}: {blocker.reason}" for blocker in never[:MAX_REASONS])
+    more = f" (and {len(never) - MAX_REASONS} more)" if len(never) > MAX_REASONS else ""
+    return (
+        f"Stopped following the deletion: {who} cannot finish its drain as things stand ({reasons}{more}); on_stall is fail,"
+        " so the task fails: nothing was overridden and the Machine stays with its controller, which goes on as soon as what holds it is fixed"
+    )
