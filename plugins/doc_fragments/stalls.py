@@ -17,6 +17,10 @@ options:
       - V(fail) fails at once (for M(lifecycle.machine.machine_delete), that Machine), naming what holds it, and
         records a Warning Event C(DrainStalled) on the Machine. Nothing is overridden - no budget, no hook - and the
         Machine stays marked for deletion, so a later run goes on once what holds it is fixed.
+      - When a live Machine controller carries out the deletion and M(lifecycle.machine.machine_delete) follows it,
+        V(fail) stops following that Machine once the controller's drain is held by something that can never clear
+        (judged from the budgets of the Pods its report names); the task writes nothing then - no Event - and the
+        deletion stays with the controller.
       - O(stall_timeout) fails a drain that makes no progress for a while, whatever O(on_stall) says.
     type: str
     choices: [wait, fail]
