@@ -321,8 +321,9 @@ def test_progress_interval_prints_where_the_drain_stands_and_goes_on_until_done(
     node = make_node()
     make_pods(kube, namespace, node, {"stuck-0": {"labels": {"app": "stuck"}}})
     create_pdb(kube, namespace, "stuck", selector={"app": "stuck"}, min_available=1, healthy=1)
-    # The budget goes after a few rounds; the same task then evicts the Pod and completes.
-    release = threading.Timer(6, lambda: kube.delete(f"/apis/policy/v1/namespaces/{namespace}/poddisruptionbudgets/stuck"))
+    # The budget goes after a few rounds (a round of 1 s plus the module's start takes 2 to 4 s on a
+    # loaded 2-core machine); the same task then evicts the Pod and completes.
+    release = threading.Timer(15, lambda: kube.delete(f"/apis/policy/v1/namespaces/{namespace}/poddisruptionbudgets/stuck"))
     release.start()
     try:
         proc = run_playbook(DRAIN_NODE, {"node": node, "drain_timeout": 120, "progress_interval": 1}, timeout=240)
@@ -344,11 +345,12 @@ def test_rounds_add_up_to_one_result_and_one_timeout(*, kube, namespace, make_no
     create_pdb(kube, namespace, "stuck", selector={"app": "stuck"}, min_available=1, healthy=1)
 
     started = time.monotonic()
-    result = run_module("machine_drain", {"node": node, "wait_timeout": 5, "progress_interval": 1, "wait_sleep": 1})
+    # 8 s leave room for 3 rounds of 1 s even when each module start costs 1 to 2 s (a loaded machine).
+    result = run_module("machine_drain", {"node": node, "wait_timeout": 8, "progress_interval": 1, "wait_sleep": 1})
 
     assert time.monotonic() - started < 60
     assert result.get("failed") is True
-    assert result["msg"].startswith(f"Timed out after 5 s draining Node {node}. Drain not completed yet (started at "), result["msg"]
+    assert result["msg"].startswith(f"Timed out after 8 s draining Node {node}. Drain not completed yet (started at "), result["msg"]
     assert result["rounds"] >= 3
     assert result["evicted"] == [f"{namespace}/free-0"], "the Pod evicted in the first round is in the task's result"
     assert result["changed"] is True
