@@ -3,22 +3,35 @@ kube-controller-manager (docs/stalls.md): on a Machine being deleted whose Node 
 taint node.kubernetes.io/out-of-service goes on its Node with a Warning Event naming who asked,
 and kube-controller-manager's pod garbage collector then removes the Pods stuck Terminating there and
 its attach/detach controller detaches a volume still mounted there - while the preTerminate gate still
-holds the Node. A Ready Node is never tainted; check mode and a task that does not ask taint nothing."""
+holds the Node. A Ready Node is never tainted; check mode and a task that does not ask taint nothing.
+
+The last tests prove it whoever carries out the deletion: beside the real Cluster API manager (the Machine in the
+management cluster, its Node in the workload one) and the real OpenShift machine controller, the controller drains
+and holds the Machine at its preTerminate gate while machine_delete follows it; the taint goes on, the controller's
+Pods stuck on the dead Node are removed, and a Node that dies only while the task follows is tainted in a later round."""
 
 from __future__ import annotations
 
+import contextlib
+import datetime as _dt
+import json
 import subprocess
 import threading
 import time
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 
 import cluster as cluster_tool
+import controllers
 import pytest
+import realctl
+from conftest import read_audit_log, run_module_with
 from khelpers import drained_status, stop_process, wait_for
 from test_machine_drain import get_pod, machine_path, make_pods
 
 from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.client import KubeApi
+from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.connect import api_from_kubeconfig
 
 TAINT_KEY = "node.kubernetes.io/out-of-service"
 REASON = "INC-4711: the host lost power for good; confirmed by the datacenter team"
@@ -29,11 +42,11 @@ GC_WAIT = 60
 V1BETA2_ONLY = pytest.mark.parametrize("flavour", ["v1beta2"], indirect=True)
 
 
-@pytest.fixture(scope="module")
-def pod_gc(kubeconfig: str, tmp_path_factory: pytest.TempPathFactory):
-    """kube-controller-manager's pod garbage collector, taint eviction and attach/detach controller, started for this
-    module beside the control plane's own controller-manager (which runs none of them), stopped after its last test,
-    pass or fail."""
+@contextlib.contextmanager
+def controller_manager(kubeconfig: str | Path, log_dir: Path) -> Iterator[Path]:
+    """kube-controller-manager's pod garbage collector, taint eviction and attach/detach controller against the
+    control plane of ``kubeconfig`` (its components' kubeconfig when it has one), beside its own controller-manager
+    (which runs none of them); stopped on leaving, pass or fail. Its log's path."""
     state_dir = Path(kubeconfig).parent
     components = state_dir / "components.kubeconfig"
     argv = [
@@ -44,7 +57,7 @@ def pod_gc(kubeconfig: str, tmp_path_factory: pytest.TempPathFactory):
         "--secure-port=0",
         "--v=2",
     ]
-    log_path = tmp_path_factory.mktemp("kube-controller-manager") / "kube-controller-manager.log"
+    log_path = log_dir / "kube-controller-manager.log"
     with open(log_path, "ab") as log:
         proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
     try:
@@ -55,15 +68,30 @@ def pod_gc(kubeconfig: str, tmp_path_factory: pytest.TempPathFactory):
         stop_process(proc)
 
 
-@pytest.fixture
-def dead_node(kube: KubeApi):
+@pytest.fixture(scope="module")
+def pod_gc(kubeconfig: str, tmp_path_factory: pytest.TempPathFactory):
+    """The controllers of ``controller_manager`` against this module's control plane, stopped after its last test."""
+    with controller_manager(kubeconfig, tmp_path_factory.mktemp("kube-controller-manager")) as log_path:
+        yield log_path
+
+
+def make_dead_node(kube: KubeApi, name: str, provider_id: str | None = None) -> None:
     """A Node no kubelet (kwok) manages whose Ready condition is Unknown, as when its instance is powered off."""
-    name = f"lm-dead-{uuid.uuid4().hex[:6]}"
-    kube.create("/api/v1/nodes", {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name}}})
+    body = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name}}}
+    if provider_id:
+        body["spec"] = {"providerID": provider_id}
+    kube.create("/api/v1/nodes", body)
     stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     condition = {"type": "Ready", "status": "Unknown", "reason": "NodeStatusUnknown", "message": "Kubelet stopped posting node status."}
     condition.update(lastHeartbeatTime=stamp, lastTransitionTime=stamp)
     kube.patch(f"/api/v1/nodes/{name}", {"status": {"conditions": [condition]}}, subresource_status=True)
+
+
+@pytest.fixture
+def dead_node(kube: KubeApi):
+    """A Node no kubelet (kwok) manages whose Ready condition is Unknown, as when its instance is powered off."""
+    name = f"lm-dead-{uuid.uuid4().hex[:6]}"
+    make_dead_node(kube, name)
     yield name
     for pod in kube.list("/api/v1/pods", field_selector=f"spec.nodeName={name}"):
         meta = pod["metadata"]
@@ -274,3 +302,261 @@ def test_a_confirmed_dead_nodes_volume_is_detached(*, flavour, kube, namespace, 
         kube.delete(path)
         kube.delete(f"/api/v1/persistentvolumes/{pv}")
     assert not box["result"].get("failed"), box["result"].get("msg")
+
+
+# ---------------------------------------------------------------------------
+# Beside the real Cluster API manager: it carries out the deletion, machine_delete follows it
+
+
+def capi_worker_on_a_dead_node(kube: KubeApi, workload: KubeApi, workload_kubeconfig: Path, *, namespace: str, worker: str, apps: str) -> str:
+    """Management side: the workload cluster's kubeconfig Secret, the Cluster, an active control-plane Machine and
+    the worker Machine with a preTerminate hook. Workload side: the worker's Node, whose kubelet stopped posting (no
+    kwok: Ready Unknown, as when its instance is powered off), with db-0 stuck Terminating and web-0 on it. Returns
+    the worker's path once Cluster API has set its ``status.nodeRef``."""
+    provider_id = f"fake://{namespace}/{worker}"
+    path = f"/apis/cluster.x-k8s.io/v1beta2/namespaces/{namespace}/machines/{worker}"
+    fake_machines = f"/apis/infrastructure.cluster.x-k8s.io/v1beta1/namespaces/{namespace}/fakemachines"
+    realctl.create_namespace(kube, namespace)
+    for body in controllers.capi_cluster_objects("real", namespace, controllers.cluster_tool.inline_kubeconfig(workload_kubeconfig)):
+        realctl.create(kube, body)
+    annotations = {f"{PRE_TERMINATE}/{HOOK[0]}": realctl.HOOK_OWNER}
+    for body in controllers.capi_machine_objects(worker, namespace, "real", annotations=annotations, provider_id=provider_id):
+        realctl.create(kube, body)
+    for name in ("real-control-plane-0", worker):
+        kube.patch(f"{fake_machines}/{name}", controllers.FAKE_MACHINE_PROVISIONED, subresource_status=True)
+    make_dead_node(workload, worker, provider_id)
+    realctl.create_namespace(workload, apps)
+    stuck_pods(workload, apps, worker)
+    wait_for(lambda: (((kube.get(path) or {}).get("status") or {}).get("nodeRef") or {}).get("name") == worker, timeout=120, what="status.nodeRef")
+    return path
+
+
+def node_writes(audit: Path, node: str, agent: str, since: str) -> list[str]:
+    """The verbs of the writes a user agent holding ``agent`` sent to Node ``node`` from ``since`` on."""
+    return [
+        event["verb"] + (f"/{event['objectRef']['subresource']}" if event["objectRef"].get("subresource") else "")
+        for event in read_audit_log(audit, resource="nodes")
+        if event["objectRef"].get("name") == node
+        and agent in event.get("userAgent", "")
+        and event["verb"] not in ("get", "list", "watch")
+        and event.get("requestReceivedTimestamp", "") >= since
+    ]
+
+
+class Followed:
+    """One Machine a real controller deletes while machine_delete, asked to taint its dead Node, follows it: the
+    Machines' side (``kube``), the Node's side (``nodes``, its API server's ``audit`` log and ``kubeconfig``), the
+    controller's user agent and its own word that it holds the Machine at the preTerminate gate."""
+
+    def __init__(self, *, kube: KubeApi, kubeconfig: Path, nodes: KubeApi, nodes_kubeconfig: Path, agent: str, namespace: str, worker: str, path: str):
+        self.kube, self.kubeconfig, self.nodes, self.nodes_kubeconfig = kube, kubeconfig, nodes, nodes_kubeconfig
+        self.agent, self.namespace, self.worker, self.path = agent, namespace, worker, path
+        self.audit = nodes_kubeconfig.parent / "audit.log"
+
+    def held(self) -> bool:
+        raise NotImplementedError
+
+    def release(self) -> None:
+        raise NotImplementedError
+
+
+class CapiFollowed(Followed):
+    def held(self) -> bool:
+        return realctl.v1beta2_condition(self.kube.get(self.path), "Deleting").get("reason") == "WaitingForPreTerminateHook"
+
+    def release(self) -> None:
+        self.kube.patch(self.path, {"metadata": {"annotations": {f"{PRE_TERMINATE}/{HOOK[0]}": None}}})
+
+
+class MapiFollowed(Followed):
+    def held(self) -> bool:
+        return realctl.v1beta2_condition(self.kube.get(self.path), "Terminable").get("status") == "False"
+
+    def release(self) -> None:
+        self.kube.patch(self.path, {"spec": {"lifecycleHooks": {"preTerminate": None}}})
+
+
+def taint_while_followed(world: Followed, apps: str, log_dir: Path) -> str:
+    """machine_delete (machine_controller auto) with out_of_service follows the controller, which drains the dead
+    Node (giving up on its Pods after a second) and holds the Machine at its preTerminate gate; the taint goes on the
+    Node, the Event on the Machine, kube-controller-manager removes the Pods stuck there while the gate holds; once
+    the hook is removed the controller deletes the Node and the Machine. Checks it all; the figures."""
+    started = time.monotonic()
+    out_of_service = [{"machine": f"{world.namespace}/{world.worker}", "reason": REASON}]
+    params = {"machines": [{"name": world.worker, "namespace": world.namespace}], "out_of_service": out_of_service}
+    params.update(machine_controller="auto", wait_sleep=1, drain_timeout=240, terminate_timeout=240)
+    since = _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    box: dict = {}
+    node_path = f"/api/v1/nodes/{world.worker}"
+    with controller_manager(world.nodes_kubeconfig, log_dir):
+        thread = threading.Thread(target=lambda: box.update(result=run_module_with(str(world.kubeconfig), "machine_delete", params)))
+        thread.start()
+        try:
+            wait_for(lambda: taints(world.nodes, world.worker), timeout=60, what="the out-of-service taint on the Node")
+            tainted = time.monotonic()
+            [event] = wait_for(lambda: out_of_service_events(world.kube, world.namespace, world.worker), timeout=30, what="the NodeOutOfService Event")
+            assert event["type"] == "Warning" and f"Tainted Node {world.worker}" in event["message"] and REASON in event["message"], event
+            [taint] = taints(world.nodes, world.worker)
+            assert (taint["value"], taint["effect"]) == ("nodeshutdown", "NoExecute")
+            # The controller itself holds the Machine at the preTerminate gate, its drain behind it.
+            wait_for(world.held, timeout=60, what="the controller at the preTerminate gate")
+            wait_for(
+                lambda: get_pod(world.nodes, apps, "db-0") is None and get_pod(world.nodes, apps, "web-0") is None,
+                timeout=GC_WAIT,
+                what="the Pods stuck Terminating gone",
+            )
+            released = time.monotonic()
+            assert world.nodes.get(node_path) is not None and world.held(), "the Node stays while the preTerminate gate holds"
+            pod_deletions = read_audit_log(world.audit, namespace=apps, resource="pods", verb="delete")
+            deleted_by = {e["objectRef"]["name"]: e.get("userAgent", "") for e in pod_deletions}
+            assert all(deleted_by.get(pod, "").startswith("kube-controller-manager") for pod in ("db-0", "web-0")), deleted_by
+        finally:
+            world.release()
+            thread.join(timeout=300)
+    finished = time.monotonic()
+    result = box["result"]
+    assert not result.get("failed"), json.dumps(result, indent=1)
+    [entry] = result["machines"]
+    assert (entry["status"], entry["carried_out_by"]) == ("done", "controller"), entry
+    assert entry["message"].startswith("deleted by its controller"), entry
+    done = entry["out_of_service"]
+    assert (done["state"], done["applied"], done["dry_run"], done["node"], done["reason"]) == ("tainted", True, False, world.worker, REASON), done
+    assert world.kube.get(world.path) is None and world.nodes.get(node_path) is None
+    # The collection's only write on the Node is the taint; the controller cordoned and deleted it.
+    ours = node_writes(world.audit, world.worker, "lifecycle.machine", since)
+    assert ours == ["patch"], ours
+    theirs = node_writes(world.audit, world.worker, world.agent, since)
+    assert "patch" in theirs and "delete" in theirs, theirs
+    return (
+        f"taint on {tainted - started:.1f} s after the task started; the Pods gone {released - tainted:.1f} s later;"
+        f" hook removed to done {finished - released:.1f} s"
+    )
+
+
+@pytest.mark.real_controllers
+@pytest.mark.real_controllers_subset
+@pytest.mark.slow
+def test_the_taint_while_the_real_cluster_api_controller_carries_out_the_deletion(capi_plane: dict, tmp_path: Path) -> None:
+    """Beside the real Cluster API manager, the Machine in the management cluster, its Node in the workload one."""
+    started = time.monotonic()
+    state_dir = Path(capi_plane["state_dir"])
+    management_kubeconfig = state_dir / "kubeconfig"
+    workload_kubeconfig = Path(capi_plane["workload_kubeconfig"])
+    kube, workload = api_from_kubeconfig(str(management_kubeconfig)), api_from_kubeconfig(str(workload_kubeconfig))
+    namespace, worker, apps = "oos-capi", "worker-0", "apps"
+    path = capi_worker_on_a_dead_node(kube, workload, workload_kubeconfig, namespace=namespace, worker=worker, apps=apps)
+    world = CapiFollowed(
+        kube=kube,
+        kubeconfig=management_kubeconfig,
+        nodes=workload,
+        nodes_kubeconfig=workload_kubeconfig,
+        agent="cluster-api-controller-manager",
+        namespace=namespace,
+        worker=worker,
+        path=path,
+    )
+    figures = taint_while_followed(world, apps, tmp_path)
+    print(f"Cluster API carried out the deletion, followed: {figures}; {time.monotonic() - started:.1f} s in all")
+
+
+@pytest.mark.real_controllers
+@pytest.mark.slow
+def test_the_taint_while_the_real_openshift_controller_carries_out_the_deletion(mapi_plane: dict, tmp_path: Path) -> None:
+    """Beside the real OpenShift machine controller (and its nodelink controller), Machines and Nodes in one cluster."""
+    started = time.monotonic()
+    kubeconfig = Path(mapi_plane["state_dir"]) / "kubeconfig"
+    kube = api_from_kubeconfig(str(kubeconfig))
+    namespace, worker = "oos-mapi", "worker-0"
+    path = f"/apis/machine.openshift.io/v1beta1/namespaces/{namespace}/machines/{worker}"
+    realctl.create_namespace(kube, namespace)
+    realctl.create(kube, controllers.mapi_machine(worker, namespace, hooks={"preTerminate": [{"name": HOOK[0], "owner": realctl.HOOK_OWNER}]}))
+    provider_id = wait_for(lambda: ((kube.get(path) or {}).get("spec") or {}).get("providerID"), timeout=60, what="spec.providerID")
+    make_dead_node(kube, worker, provider_id)
+    stuck_pods(kube, namespace, worker)
+    wait_for(lambda: (((kube.get(path) or {}).get("status") or {}).get("nodeRef") or {}).get("name") == worker, timeout=90, what="status.nodeRef")
+    world = MapiFollowed(
+        kube=kube, kubeconfig=kubeconfig, nodes=kube, nodes_kubeconfig=kubeconfig, agent="mapi-controller", namespace=namespace, worker=worker, path=path
+    )
+    figures = taint_while_followed(world, namespace, tmp_path)
+    print(f"OpenShift's machine controller carried out the deletion, followed: {figures}; {time.monotonic() - started:.1f} s in all")
+
+
+def power_off(kube: KubeApi, node: str) -> None:
+    """The Node's instance goes down for good: kwok (its kubelet) stops managing it and its Ready condition turns
+    Unknown, as kube-controller-manager's node lifecycle controller would write it."""
+    kube.patch(f"/api/v1/nodes/{node}", {"metadata": {"annotations": {"kwok.x-k8s.io/node": None}}})
+    stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    condition = {"type": "Ready", "status": "Unknown", "reason": "NodeStatusUnknown", "message": "Kubelet stopped posting node status."}
+    condition.update(lastHeartbeatTime=stamp, lastTransitionTime=stamp)
+    kube.patch(f"/api/v1/nodes/{node}", {"status": {"conditions": [condition]}}, subresource_status=True)
+
+
+def agent_daemonset(kube: KubeApi, namespace: str, node: str) -> str:
+    """A DaemonSet's Pod running on ``node`` (a drain leaves it there); its name."""
+    labels = {"app": "agent"}
+    spec = {
+        "selector": {"matchLabels": labels},
+        "template": {"metadata": {"labels": labels}, "spec": {"containers": [{"name": "agent", "image": "agent:1"}], "terminationGracePeriodSeconds": 30}},
+    }
+    body = {"apiVersion": "apps/v1", "kind": "DaemonSet", "metadata": {"name": "agent", "namespace": namespace}, "spec": spec}
+    kube.create(f"/apis/apps/v1/namespaces/{namespace}/daemonsets", body)
+
+    def running() -> str:
+        pods = kube.list(f"/api/v1/namespaces/{namespace}/pods", label_selector="app=agent", field_selector=f"spec.nodeName={node}")
+        return next((p["metadata"]["name"] for p in pods if (p.get("status") or {}).get("phase") == "Running"), "")
+
+    return wait_for(running, timeout=60, what="the DaemonSet's Pod running")
+
+
+@pytest.mark.real_controllers
+@pytest.mark.slow
+def test_a_node_that_dies_while_the_real_controller_holds_the_machine_is_tainted_in_a_later_round(capi_plane: dict, tmp_path: Path) -> None:
+    """The Node is Ready when machine_delete starts following Cluster API's deletion (progress rounds): it is not
+    tainted. Its instance dies while the preTerminate hook holds the Machine, leaving the DaemonSet's Pod the drain
+    left there: a later round taints it, and the Pod is released."""
+    state_dir = Path(capi_plane["state_dir"])
+    management_kubeconfig = state_dir / "kubeconfig"
+    workload_kubeconfig = Path(capi_plane["workload_kubeconfig"])
+    kube, workload = api_from_kubeconfig(str(management_kubeconfig)), api_from_kubeconfig(str(workload_kubeconfig))
+    namespace, worker, apps = "oos-capi-later", "worker-0", "apps"
+    path = f"/apis/cluster.x-k8s.io/v1beta2/namespaces/{namespace}/machines/{worker}"
+    realctl.capi_worker_with_hooks(
+        kube, workload, workload_kubeconfig, namespace=namespace, cluster="real", worker=worker, hooks={"preTerminate": HOOK[0]}, pod_namespace=apps
+    )
+    agent = agent_daemonset(workload, apps, worker)
+    params = {"machines": [{"name": worker, "namespace": namespace}], "out_of_service": [{"machine": f"{namespace}/{worker}", "reason": REASON}]}
+    params.update(machine_controller="live", wait_sleep=1, drain_timeout=240, terminate_timeout=240, progress_interval=3)
+    box: dict = {}
+
+    with controller_manager(workload_kubeconfig, tmp_path):
+        thread = threading.Thread(target=lambda: box.update(result=run_module_with(str(management_kubeconfig), "machine_delete", params)))
+        thread.start()
+        try:
+            wait_for(
+                lambda: realctl.v1beta2_condition(kube.get(path), "Deleting").get("reason") == "WaitingForPreTerminateHook",
+                timeout=90,
+                what="Deleting reason WaitingForPreTerminateHook",
+            )
+            assert get_pod(workload, apps, "app-0") is None, "the controller drained the Node"
+            time.sleep(7)  # two rounds and more on the Ready Node
+            assert taints(workload, worker) == [] and out_of_service_events(kube, namespace, worker) == [], "a Ready Node is never tainted"
+            died = time.monotonic()
+            power_off(workload, worker)
+            wait_for(lambda: taints(workload, worker), timeout=30, what="the out-of-service taint in a later round")
+            tainted = time.monotonic()
+            wait_for(lambda: out_of_service_events(kube, namespace, worker), timeout=30, what="the NodeOutOfService Event")
+            wait_for(lambda: get_pod(workload, apps, agent) is None, timeout=GC_WAIT, what="the DaemonSet's Pod gone")
+            released = time.monotonic()
+            assert workload.get(f"/api/v1/nodes/{worker}") is not None, "the Node stays while the preTerminate gate holds"
+        finally:
+            kube.patch(path, {"metadata": {"annotations": {f"{PRE_TERMINATE}/{HOOK[0]}": None}}})
+            thread.join(timeout=300)
+    result = box["result"]
+    assert not result.get("failed"), json.dumps(result, indent=1)
+    [entry] = result["machines"]
+    assert (entry["status"], entry["carried_out_by"], entry["changed"]) == ("done", "controller", True), entry
+    assert result["rounds"] > 3, result["rounds"]
+    # Tainted once: one Event. (The task's entry is the last round's, which found the taint on already.)
+    assert len(out_of_service_events(kube, namespace, worker)) == 1
+    assert (entry["out_of_service"]["node"], entry["out_of_service"]["state"]) in ((worker, "tainted"), (worker, "already tainted")), entry
+    print(f"died to tainted {tainted - died:.1f} s; to the DaemonSet's Pod gone {released - died:.1f} s; {result.get('rounds')} rounds")
