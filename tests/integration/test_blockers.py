@@ -566,8 +566,8 @@ def test_blockers_while_the_real_openshift_controller_deletes_the_machine(mapi_p
 
     # OpenShift's drain names each Pod whose eviction it could not get within its 20 s try (not why: the
     # budget's refusal goes to its log) only in a DrainRequeued Event: the Drained False it sets is never
-    # written (it returns before its status patch). The collection reads no Events, so the controller's
-    # blocker stands alone (docs/stalls.md).
+    # written (it returns before its status patch). The collection reads that Event while it follows the
+    # drain and judges the Pod by its budget (docs/stalls.md).
     budget_body = {"apiVersion": "policy/v1", "kind": "PodDisruptionBudget", "metadata": {"name": "app", "namespace": namespace}}
     budget_body["spec"] = {"maxUnavailable": 0, "selector": {"matchLabels": {"app": "app-0"}}}
     realctl.create(kube, budget_body)
@@ -583,5 +583,11 @@ def test_blockers_while_the_real_openshift_controller_deletes_the_machine(mapi_p
     assert realctl.v1beta2_condition(kube.get(f"{machines}/{worker}"), "Drained").get("status") != "False"
     result = run_module_with(str(kubeconfig), "machine_delete", {**params, "drain_timeout": 5})
     [entry] = result["machines"]
-    assert [(b["kind"], b["verdict"]) for b in entry["blockers"]] == [("controller", CLEARS)], entry["blockers"]
+    assert [(b["kind"], b["object"], b["verdict"]) for b in entry["blockers"]] == [
+        ("controller", entry["blockers"][0]["object"], CLEARS),
+        ("budget refusal", f"Pod {namespace}/app-0", NEVER),
+    ], entry["blockers"]
+    evidence = entry["blockers"][1]["evidence"]
+    assert (evidence["budget"], evidence["max_unavailable"], evidence["disruptions_allowed"]) == (f"{namespace}/app", 0, 0), evidence
+    assert evidence["report"] == f'error when evicting pods/"app-0" -n "{namespace}": global timeout reached: 20s', evidence
     assert kube.get(f"/api/v1/namespaces/{namespace}/pods/app-0") is not None, "the budget holds the Pod"

@@ -154,7 +154,7 @@ def reported_pod_blockers(details: list[str], who: str) -> list[Blocker]:
 # error per Pod (``<error>`` or ``[<error>, ...]``), in a Normal Event DrainRequeued (``Node drain requeued: ...``)
 # and in its Drained condition (False, DrainError, ``could not drain machine: ...``) - which it never writes, as it
 # returns before its status patch; why an eviction was refused (a budget's 429) goes only to its log. The collection
-# reads no Events (docs/stalls.md), so the condition's text is split when a controller writes it.
+# splits the newest DrainRequeued Event's message (or the condition's, should a controller write it; docs/stalls.md).
 _OPENSHIFT_ERROR_END = r"(?=, error when |\]?$)"  # the next Pod's error, or the end of the list
 _OPENSHIFT_EVICTION = re.compile(r'error when evicting pods/"(?P<name>[^"]+)" -n "(?P<namespace>[^"]+)": (?P<why>.+?)' + _OPENSHIFT_ERROR_END)
 _OPENSHIFT_TERMINATING = re.compile(
@@ -208,7 +208,14 @@ def stage_started_at(flavour: Flavour, machine: dict) -> _dt.datetime | None:
 
 
 def controller_blockers(
-    flavour: Flavour, machine: dict, progress: dict, *, manager: str | None, reported_at: _dt.datetime | None, now: _dt.datetime
+    flavour: Flavour,
+    machine: dict,
+    progress: dict,
+    *,
+    manager: str | None,
+    reported_at: _dt.datetime | None,
+    now: _dt.datetime,
+    drain_report: str | None = None,
 ) -> list[Blocker]:
     """What holds a Machine whose live controller carries out its deletion, from what
     the controller reports (``progress``, ``_machine.controller.controller_progress``):
@@ -217,7 +224,8 @@ def controller_blockers(
     changed) and the start of the stage the Machine records; a controller that has stood
     there for 15 minutes is not progressing (Cluster API keeps its Deleting condition True,
     with the same transition time, from the deletion's start to its end: the stage's
-    recorded start is what moves)."""
+    recorded start is what moves). ``drain_report``: OpenShift's newest DrainRequeued Event's message, which
+    names the Pods its drain could not evict (its Drained condition, which would say the same, is never written)."""
     point = _HOOK_WAITS.get(progress.get("reason") or "") or _HOOK_WAITS.get((progress.get("message") or "").split(" ", 1)[0])
     hooks = flavour.hooks(machine).get(point) or [] if point else []
     if hooks:
@@ -231,7 +239,7 @@ def controller_blockers(
     pods = reported_pod_blockers(details, who)
     if flavour.name == OPENSHIFT:
         drained = next((c for c in flavour.all_conditions(machine) if c.get("type") == "Drained" and c.get("status") == "False"), {})
-        pods = openshift_pod_blockers(str(drained.get("message") or ""), who)
+        pods = openshift_pod_blockers(str(drained.get("message") or drain_report or ""), who)
     if changed is not None and now - changed > STALLED_AFTER:
         minutes = int((now - changed).total_seconds() // 60)
         reason = f"it has stood at the same stage for {minutes} min: {progress.get('message')}; look at the controller and what it reports"

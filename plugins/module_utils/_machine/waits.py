@@ -231,3 +231,30 @@ def read_refused_pods(node_side: Callable[[], KubeApi], node_name: str | None, k
     except MachineError as exc:
         return pods, None, exc.msg.splitlines()[0]
     return pods, budgets, None
+
+
+# The Event in which OpenShift's machine controller names the Pods its drain could not evict within its try.
+OPENSHIFT_DRAIN_REPORT_REASON = "DrainRequeued"
+
+
+def read_drain_report(api: KubeApi, machine: dict) -> str | None:
+    """The message of the newest ``DrainRequeued`` Event OpenShift's machine controller recorded on ``machine``
+    (this Machine: matched by its UID), the only place it names each Pod its drain could not evict; None when
+    there is none, or the Events cannot be read (no permission: the controller's blocker then stands alone)."""
+    meta = machine.get("metadata") or {}
+    uid, namespace = meta.get("uid"), meta.get("namespace")
+    if not uid or not namespace:
+        return None
+    try:
+        events = api.list(resource_path("v1", "events", namespace), field_selector=f"involvedObject.uid={uid},reason={OPENSHIFT_DRAIN_REPORT_REASON}")
+    except ApiError:
+        return None
+    if not events:
+        return None
+
+    def last_seen(event: dict) -> str:
+        series = event.get("series") or {}
+        created = (event.get("metadata") or {}).get("creationTimestamp")
+        return str(series.get("lastObservedTime") or event.get("lastTimestamp") or event.get("eventTime") or created or "")
+
+    return str(max(events, key=last_seen).get("message") or "") or None

@@ -155,3 +155,14 @@ def test_the_pods_openshifts_drain_condition_names_are_blockers_of_their_kind() 
     assert (only.object, only.kind, only.evidence["report"]) == ("Pod apps/db-0", "budget refusal", report)
     # A drain not permitted (another control-plane Node cordoned) names no Pod.
     assert openshift_pod_blockers("could not drain machine: drain not permitted: requeue in: 20s", "x") == []
+
+
+def test_without_the_drained_condition_the_drain_requeued_event_names_the_pods() -> None:
+    machine = {**OPENSHIFT, "status": {"phase": "Deleting"}}
+    progress = {"phase": "drain", "reason": "Deleting", "message": "phase Deleting"}
+    at = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
+    report = 'Node drain requeued: error when evicting pods/"db-0" -n "apps": global timeout reached: 20s'
+    found = controller_blockers(flavour_for(machine), machine, progress, manager="m", reported_at=None, now=at, drain_report=report)
+    assert [(b.kind, b.object, b.verdict) for b in found] == [("controller", "controller m", CLEARS), ("budget refusal", "Pod apps/db-0", CLEARS)]
+    assert budget_refused_pods(found) == ["apps/db-0"]
+    assert [b.kind for b in controller_blockers(flavour_for(machine), machine, progress, manager="m", reported_at=None, now=at)] == ["controller"]

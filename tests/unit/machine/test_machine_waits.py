@@ -177,3 +177,26 @@ def test_budgets_that_cannot_be_read_say_why() -> None:
     kube.fail("GET", "/apis/policy/v1/namespaces/apps/poddisruptionbudgets", FakeKube.error(403, "poddisruptionbudgets is forbidden"))
     _pods, budgets, unread = waits.read_refused_pods(lambda: kube, None, ["apps/db-0"])
     assert budgets is None and unread is not None and "forbidden" in unread
+
+
+def test_the_newest_drain_requeued_event_of_the_machine_is_its_drain_report() -> None:
+    kube = FakeKube()
+    machine = {"metadata": {"name": "worker-0", "namespace": "mapi", "uid": "u-1"}}
+
+    def event(name: str, uid: str, reason: str, last: str, message: str) -> None:
+        body = {"metadata": {"name": name, "namespace": "mapi"}, "involvedObject": {"uid": uid}, "reason": reason, "lastTimestamp": last}
+        kube.put(f"/api/v1/namespaces/mapi/events/{name}", {**body, "message": message})
+
+    assert waits.read_drain_report(kube, machine) is None
+    event("a", "u-1", "DrainRequeued", "2026-11-27T10:00:00Z", "Node drain requeued: older")
+    event("b", "u-1", "DrainRequeued", "2026-11-27T10:00:20Z", "Node drain requeued: newest")
+    event("c", "u-2", "DrainRequeued", "2026-11-27T10:00:40Z", "another Machine (an earlier one of the same name)")
+    event("d", "u-1", "DrainProceeds", "2026-11-27T10:00:40Z", "another reason")
+    assert waits.read_drain_report(kube, machine) == "Node drain requeued: newest"
+    assert waits.read_drain_report(kube, {"metadata": {"name": "worker-0", "namespace": "mapi"}}) is None  # no UID: no guess
+
+
+def test_events_that_cannot_be_read_give_no_drain_report() -> None:
+    kube = FakeKube()
+    kube.fail("GET", "/api/v1/namespaces/mapi/events", FakeKube.error(403, "events is forbidden"))
+    assert waits.read_drain_report(kube, {"metadata": {"name": "worker-0", "namespace": "mapi", "uid": "u-1"}}) is None

@@ -295,6 +295,7 @@ REQUESTS = {
     **{("", "persistentvolumes", verb): "volume wait (machine_delete: listed once, then watched)" for verb in ("list", "watch")},
     **{("storage.k8s.io", "volumeattachments", verb): "volume wait (machine_delete: listed once, then watched)" for verb in ("list", "watch")},
     ("", "events", "create"): "Events on Machines",
+    ("", "events", "list"): "OpenShift's drain report (DrainRequeued Events on a followed Machine)",
     ("", "secrets", "get"): "the workload cluster's kubeconfig Secret (<cluster>-kubeconfig)",
     **{("lifecycle.machine.dev", "alives", verb): "the cluster deletion signal" for verb in ("get", "watch", "create", "patch", "delete")},
 }
