@@ -30,6 +30,29 @@ MACHINE_KEYS = ("name", "namespace", "api_version", "flavour", "key")
 IN_PROGRESS, AWAITING_INSTANCE, DONE, PLANNED, FAILED = "in_progress", "awaiting_instance_termination", "done", "planned", "failed"
 
 
+def carried_over(earlier: dict, later: dict) -> dict:
+    """A Machine's entry of the later round, with what only an earlier round did kept: the Pods its drain
+    evicted and the escalations it carried out (each round reports its own), and an out-of-service taint an
+    earlier round put on (a later round finds it there already, or no longer looks)."""
+    if not earlier:
+        return later
+    merged = dict(later)
+    before, after = earlier.get("drain") or {}, later.get("drain") or {}
+    if before and not after:
+        merged["drain"] = before  # a round past the drain reports none: the drain's is kept
+    elif before.get("evicted") or before.get("escalations"):
+        drain = dict(after)
+        for name in ("evicted", "escalations"):
+            kept = [item for item in before.get(name) or [] if item not in (after.get(name) or [])]
+            if kept:
+                drain[name] = [*kept, *(after.get(name) or [])]
+        merged["drain"] = drain
+    taint = earlier.get("out_of_service") or {}
+    if taint.get("applied") and not (later.get("out_of_service") or {}).get("applied"):
+        merged["out_of_service"] = taint
+    return merged
+
+
 def union(first: list, second: list) -> list:
     """``first``, then what ``second`` adds, each item once, in order."""
     seen = set(first)
@@ -169,7 +192,7 @@ class DeleteRounds(Rounds):
         for machine in result.get("machines") or []:
             key = machine.get("key") or f"{machine.get('namespace')}/{machine.get('name')}"
             earlier = self.outcomes.get(key, {})
-            self.outcomes[key] = {**machine, "changed": bool(earlier.get("changed")) or bool(machine.get("changed"))}
+            self.outcomes[key] = carried_over(earlier, {**machine, "changed": bool(earlier.get("changed")) or bool(machine.get("changed"))})
         self.errors = union(self.errors, result.get("errors") or [])
         self.metrics.update(result.get("metrics") or {})
         self.clock = result.get("clock", self.clock)
