@@ -4,6 +4,7 @@ Machine's last drain progress rides in the clock from call to call without count
 from __future__ import annotations
 
 import pytest
+from test_delete_logic import PARAMS
 
 from ansible_collections.lifecycle.machine.plugins.module_utils._delete.logic import (
     DRAIN,
@@ -16,20 +17,6 @@ from ansible_collections.lifecycle.machine.plugins.module_utils._delete.logic im
     started_clock,
 )
 from ansible_collections.lifecycle.machine.plugins.module_utils._errors import MachineError
-
-PARAMS = {
-    "machines": [{"name": "a", "namespace": "ns"}],
-    "rules": [],
-    "use_cluster_rules": True,
-    "grace_period": None,
-    "drain_timeout": 60,
-    "terminate_timeout": 60,
-    "wait_sleep": 2,
-    "instance_terminated": [],
-    "clock": {},
-    "progress_interval": 20,
-    "concurrency": 10,
-}
 
 
 def test_stall_timeout_is_taken_and_checked_before_anything_is_touched() -> None:
