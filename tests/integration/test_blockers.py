@@ -191,6 +191,30 @@ def test_a_terminating_pod_clears_by_itself_within_and_past_its_grace(*, kube, n
         assert blocker["reason"] == "it is within its grace period"
 
 
+def test_a_pod_on_an_unreachable_node_clears_by_itself_when_the_drain_lets_it_go(*, kube, namespace, silent_node, run_module) -> None:
+    stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    unknown = {"type": "Ready", "status": "Unknown", "reason": "NodeStatusUnknown", "message": "Kubelet stopped posting node status."}
+    conditions = [{**unknown, "lastHeartbeatTime": stamp, "lastTransitionTime": stamp}]
+    kube.patch(f"/api/v1/nodes/{silent_node}", {"status": {"conditions": conditions}}, subresource_status=True)
+    kube.create(f"/api/v1/namespaces/{namespace}/pods", pod_body("db-0", silent_node, grace=300))
+    kube.delete(f"/api/v1/namespaces/{namespace}/pods/db-0")
+    due = kube.get(f"/api/v1/namespaces/{namespace}/pods/db-0")["metadata"]["deletionTimestamp"]
+
+    result = run_module("machine_drain", {"node": silent_node, "wait": False})
+
+    assert not result.get("failed"), result.get("msg")
+    [blocker] = result["blockers"]
+    assert (blocker["phase"], blocker["kind"], blocker["object"], blocker["since"], blocker["verdict"]) == (
+        "drain",
+        "unreachable node",
+        f"Pod {namespace}/db-0",
+        None,
+        CLEARS,
+    ), blocker
+    assert 200 < blocker["evidence"]["grace_left_seconds"] <= 300 and blocker["evidence"]["let_go_at"] > due, blocker
+    assert "out_of_service" in blocker["reason"], blocker["reason"]
+
+
 def test_a_pod_of_a_terminating_namespace_clears_by_itself(*, kube, stuck_namespace, make_node, run_module) -> None:
     namespace = stuck_namespace
     node = make_node()

@@ -42,7 +42,7 @@ from dataclasses import dataclass
 from ansible_collections.lifecycle.machine.plugins.module_utils._drain.budgets import covering_budgets
 from ansible_collections.lifecycle.machine.plugins.module_utils._drain.evictions import TERMINATING_NAMESPACE_MESSAGE
 from ansible_collections.lifecycle.machine.plugins.module_utils._drain.gates import node_machine
-from ansible_collections.lifecycle.machine.plugins.module_utils._drain.logic import PDB_MESSAGE
+from ansible_collections.lifecycle.machine.plugins.module_utils._drain.logic import PDB_MESSAGE, UNREACHABLE_SKIP_DELETED_SECONDS
 from ansible_collections.lifecycle.machine.plugins.module_utils._drain.passes import DrainPass
 from ansible_collections.lifecycle.machine.plugins.module_utils._drain.pods import pod_key
 from ansible_collections.lifecycle.machine.plugins.module_utils._drain.rules import DRAIN, WAIT_COMPLETED
@@ -177,6 +177,16 @@ def _terminating_blocker(key: str, pod: dict, *, unreachable: bool, now: _dt.dat
     due = parse_time(meta.get("deletionTimestamp"))  # the API server sets it to the deletion's time plus the grace period
     finalizers = list(meta.get("finalizers") or [])
     since = rfc3339(due) if due is not None else None
+    if unreachable and due is not None:
+        # Its kubelet will never confirm; the drain stops waiting for it once its deletionTimestamp (the end of
+        # its grace) is more than UNREACHABLE_SKIP_DELETED_SECONDS old, finalizers or not.
+        let_go = due + _dt.timedelta(seconds=UNREACHABLE_SKIP_DELETED_SECONDS)
+        reason = (
+            f"its Node is unreachable, so its kubelet cannot confirm it gone; the drain lets it go at {rfc3339(let_go)}, "
+            f"{UNREACHABLE_SKIP_DELETED_SECONDS} s after its grace ends; if its instance is gone, out_of_service releases it"
+        )
+        evidence = {"grace_left_seconds": max(0, round((due - now).total_seconds())), "let_go_at": rfc3339(let_go)}
+        return Blocker(PHASE_DRAIN, KIND_UNREACHABLE_NODE, f"Pod {key}", CLEARS, reason, since if now >= due else None, evidence)
     if due is None or now < due:
         grace_left = round((due - now).total_seconds()) if due is not None else None
         return Blocker(PHASE_DRAIN, KIND_TERMINATING, f"Pod {key}", CLEARS, "it is within its grace period", evidence={"grace_left_seconds": grace_left})
@@ -184,9 +194,6 @@ def _terminating_blocker(key: str, pod: dict, *, unreachable: bool, now: _dt.dat
     if finalizers:
         reason = f"finalizers {', '.join(finalizers)} keep it {past} s past its grace; their controller, or someone, must remove them"
         return Blocker(PHASE_DRAIN, KIND_FINALIZER, f"Pod {key}", NEEDS_ACTION, reason, since, {"finalizers": finalizers, "past_grace_seconds": past})
-    if unreachable:
-        reason = "its kubelet cannot confirm; the drain lets it go when its deletion is old enough; if its instance is gone, out_of_service releases it"
-        return Blocker(PHASE_DRAIN, KIND_UNREACHABLE_NODE, f"Pod {key}", CLEARS, reason, since, {"past_grace_seconds": past})
     reason = f"its kubelet has not confirmed it gone {past} s past its grace"
     return Blocker(PHASE_DRAIN, KIND_TERMINATING_PAST_GRACE, f"Pod {key}", CLEARS, reason, since, {"past_grace_seconds": past})
 

@@ -140,3 +140,12 @@ def test_evictions_a_budget_counts_that_are_under_way_or_of_another_pod_are_not_
     [blocker] = drain_blockers(drain, [web], NOW)
     assert "unfinished_evictions" not in blocker.evidence
     assert blocker.reason == f"budget {NS}/web allows another eviction once enough of its Pods are healthy again"
+
+
+def test_a_pod_on_an_unreachable_node_says_when_the_drain_lets_it_go() -> None:
+    pods = [pod("a", deleting_at=NOW + dt.timedelta(seconds=30))]
+    drain = drain_of(pods, [PodDecision(NS, "a", DRAIN, terminating=True)], unreachable=True)
+    [blocker] = drain_blockers(drain, [], NOW)
+    assert (blocker.kind, blocker.verdict, blocker.since) == ("unreachable node", CLEARS, None)
+    assert blocker.evidence == {"grace_left_seconds": 30, "let_go_at": "2026-05-01T12:00:31Z"}, blocker.evidence
+    assert "the drain lets it go at 2026-05-01T12:00:31Z, 1 s after its grace ends" in blocker.reason
