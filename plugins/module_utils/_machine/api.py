@@ -215,6 +215,61 @@ def write_stage(api: KubeApi, machine: dict, flavour: Flavour, stage: Any, *, dr
     return result, patch is not None
 
 
+# A time written with deletion stages (write_together): its status patch and whether a Machine records it already.
+TimePatch = tuple[dict, Callable[[dict], bool]]
+
+
+def write_together(
+    api: KubeApi, machine: dict, flavour: Flavour, stages: list, times: list[TimePatch], *, dry_run: bool = False
+) -> tuple[dict, list, list[int]]:
+    """Record start times and deletion stages in one status write, as Cluster API's
+    Machine controller writes what one reconcile changed in one patch (docs/behaviour.md §2).
+
+    ``times``: (status patch, recorded) pairs; a time is sent unless ``recorded`` holds for
+    the Machine as read. Each stage's conditions are computed on the Machine as the
+    times and the stages before it leave it. Guarded by the resourceVersion (rebuilt on
+    a conflict). Returns (Machine, the stages that changed something, the indexes of
+    the times sent); nothing is sent when nothing changes."""
+    outcome: dict[str, list] = {"stages": [], "times": []}
+
+    def build(current: dict) -> dict | None:
+        local = json.loads(json.dumps(current))
+        combined: dict = {}
+        outcome["stages"], outcome["times"] = [], []
+        for index, (patch, recorded) in enumerate(times):
+            if not recorded(current):
+                merge_patch(combined, patch, keep_null=True)
+                merge_patch(local, patch)
+                outcome["times"].append(index)
+        for stage in stages:
+            patch = flavour.status_patch(local, stage, now())
+            if patch is not None:
+                merge_patch(combined, patch, keep_null=True)
+                merge_patch(local, patch)
+                outcome["stages"].append(stage)
+        if not combined:
+            return None
+        combined["metadata"] = {"resourceVersion": current["metadata"].get("resourceVersion")}
+        return combined
+
+    result, patch = update_with_retry(api, machine, build, status=True, dry_run=dry_run)
+    if patch is None:
+        return result, [], []
+    return result, outcome["stages"], outcome["times"]
+
+
+def merge_patch(target: dict, patch: dict, *, keep_null: bool = False) -> None:
+    """Apply the JSON merge patch ``patch`` to ``target`` in place (RFC 7386: lists replace, null
+    removes); ``keep_null``: ``target`` is itself a merge patch, so a null stays to remove on the server."""
+    for key, value in patch.items():
+        if value is None and not keep_null:
+            target.pop(key, None)
+        elif isinstance(value, dict) and isinstance(target.get(key), dict):
+            merge_patch(target[key], value, keep_null=keep_null)
+        else:
+            target[key] = json.loads(json.dumps(value))
+
+
 def get_cluster(api: KubeApi, machine: dict, flavour: Flavour, view: Any = None) -> dict | None:
     """The Cluster API Cluster of a Machine (same API version); None for OpenShift or when absent.
     ``view``: the task's watch-fed feeds (``_machine/feed.py``), asked first."""

@@ -32,6 +32,7 @@ from ansible_collections.lifecycle.machine.plugins.module_utils._machine.api imp
     ref_path,
     update_with_retry,
     write_stage,
+    write_together,
 )
 from ansible_collections.lifecycle.machine.plugins.module_utils._machine.conditions import STAGE_NODE_DELETE_FAILED, STAGE_VOLUMES_DETACHED, Stage
 from ansible_collections.lifecycle.machine.plugins.module_utils._machine.deletion import ObjectState, object_state
@@ -196,6 +197,21 @@ def record_stage(api: KubeApi, machine: dict, flavour: Flavour, stage: Stage | N
         # A Machine without a Node had no volumes to wait for: no Event naming a Node it does not have.
         emit_event(api, machine, "Normal", "NodeVolumesDetached", f'success waiting for node volumes detaching Machine\'s node "{node_name}"')
     return machine, f"record stage {stage.name}" if stage else "refresh the hook conditions"
+
+
+def record_together(
+    api: KubeApi, machine: dict, flavour: Flavour, stages: list, times: list[tuple[dict, Callable[[dict], bool], str]]
+) -> tuple[dict, list[str]]:
+    """Record start times (each a status patch, whether the Machine records it already, and the
+    action's name) and deletion stages in one status write, as one Cluster API reconcile does,
+    with the Event upstream records for VolumesDetached. (Machine, an action per thing written)."""
+    machine, stages_written, times_sent = write_together(api, machine, flavour, stages, [(patch, recorded) for patch, recorded, _name in times])
+    written = [times[index][2] for index in times_sent]
+    written += [f"record stage {stage.name}" if stage else "refresh the hook conditions" for stage in stages_written]
+    node_name = flavour.node_name(machine)
+    if node_name and any(stage is not None and stage.name == STAGE_VOLUMES_DETACHED for stage in stages_written):
+        emit_event(api, machine, "Normal", "NodeVolumesDetached", f'success waiting for node volumes detaching Machine\'s node "{node_name}"')
+    return machine, written
 
 
 def record_volume_start(api: KubeApi, machine: dict, flavour: Flavour, *, dry_run: bool = False) -> tuple[dict, list[str]]:

@@ -28,7 +28,7 @@ from ansible_collections.lifecycle.machine.plugins.module_utils._machine.api imp
     require_namespace,
     wait_for_machine,
 )
-from ansible_collections.lifecycle.machine.plugins.module_utils._machine.flavour import PRE_TERMINATE, flavour_for, machine_label
+from ansible_collections.lifecycle.machine.plugins.module_utils._machine.flavour import CAPI_GROUP, PRE_TERMINATE, flavour_for, machine_label
 from ansible_collections.lifecycle.machine.plugins.module_utils._machine.scope import MachineScope
 from ansible_collections.lifecycle.machine.plugins.module_utils._machine.waits import followed_deletion
 from ansible_collections.lifecycle.machine.plugins.module_utils._terminate import api as terminate_api
@@ -64,6 +64,8 @@ from ansible_collections.lifecycle.machine.plugins.module_utils._workload import
 INFRASTRUCTURE_ACTIONS = (OBSERVE_INFRASTRUCTURE, DELETE_INFRASTRUCTURE)
 # A run that keeps repeating one write (say, something recreates the object it deletes) stops after this many.
 MAX_REPEATED_WRITES = 5
+VOLUME_START_WRITTEN = "record the start of the volume detach wait"
+PRE_TERMINATE_START_WRITTEN = "record the start of the wait for preTerminate hooks"
 
 
 class Termination:
@@ -102,6 +104,10 @@ class Termination:
         )
         self.node_abandoned: str | None = None
         self.writes: dict[tuple, int] = {}
+        # Cluster API Machines: what one reconcile of the controller changes goes in one status write
+        # (docs/behaviour.md §2); the volume wait's start waits here for the stages written with it.
+        self.together = self.flavour.group == CAPI_GROUP and not request.check_mode
+        self.volume_start: Any = None
 
     def node_api(self) -> KubeApi:
         """Where the Machine's Node is (its workload cluster for Cluster API),
@@ -162,23 +168,12 @@ class Termination:
             return self.observe_more(decision, facts)
         if action == REFUSE:
             raise MachineError(decision.message, **self.result())
-        for stage in decision.stages if facts.machine is not None else []:
-            facts.machine, written = terminate_api.record_stage(self.api, facts.machine, self.flavour, stage, dry_run=self.request.check_mode)
-            if written:
-                self.report.wrote(written)
+        if self.record_stages(decision, facts):
+            return facts
         if action in (FINISHED, AWAIT_INSTANCE):
             return self.result()
         if self.request.check_mode:
-            if action == RECORD_VOLUME_START:
-                # Bookkeeping the same look goes on from (as the controller): tried as a dry run, then on to the wait.
-                facts = self.write(decision, facts)
-                if facts.machine is not None and self.flavour.volume_detach_started_at(facts.machine) is None:
-                    facts.machine = with_volume_start(facts.machine, self.flavour, now())
-                return facts
-            # Only the next write is tried (as a dry run): what follows depends on it.
-            if action in WRITE_ACTIONS:
-                self.write(decision, facts)
-            return self.result()
+            return self.dry_run(decision, facts)
         self.count_write(decision)
         if action in WRITE_ACTIONS:
             return self.write(decision, facts)
@@ -188,8 +183,20 @@ class Termination:
             recorder.hook_wait_start(PRE_TERMINATE)
             facts.machine = recorder.machine
             if recorder.changed:
-                self.report.wrote("record the start of the wait for preTerminate hooks")
+                self.report.wrote(PRE_TERMINATE_START_WRITTEN)
         return self.wait(decision, facts)
+
+    def dry_run(self, decision: Decision, facts: Facts) -> Facts | dict:
+        """Check mode: only the next write is tried (as a dry run), what follows depends on it."""
+        if decision.action == RECORD_VOLUME_START:
+            # Bookkeeping the same look goes on from (as the controller): tried as a dry run, then on to the wait.
+            facts = self.write(decision, facts)
+            if facts.machine is not None and self.flavour.volume_detach_started_at(facts.machine) is None:
+                facts.machine = with_volume_start(facts.machine, self.flavour, now())
+            return facts
+        if decision.action in WRITE_ACTIONS:
+            self.write(decision, facts)
+        return self.result()
 
     def observe_more(self, decision: Decision, facts: Facts) -> Facts:
         """What the decision needs observed next: the volumes, or an infrastructure or bootstrap object."""
@@ -208,6 +215,49 @@ class Termination:
             facts.bootstrap = state
 
     # -- writing -------------------------------------------------------------------
+    def record_stages(self, decision: Decision, facts: Facts) -> bool:
+        """Write the decision's stages, before its action; True when its action, recording the
+        volume wait's start, is held for the next write instead (Cluster API Machines)."""
+        if facts.machine is None:
+            return False
+        if self.together:
+            if decision.action == RECORD_VOLUME_START:
+                self.hold_volume_start(facts)
+                return True
+            self.write_together(decision, facts)
+            return False
+        for stage in decision.stages:
+            facts.machine, written = terminate_api.record_stage(self.api, facts.machine, self.flavour, stage, dry_run=self.request.check_mode)
+            if written:
+                self.report.wrote(written)
+        return False
+
+    def hold_volume_start(self, facts: Facts) -> None:
+        """As Cluster API: the volume wait's start is not written on its own but with what the same
+        reconcile writes next (the wait's stage, or the stages up to the next wait or write)."""
+        if self.flavour.volume_detach_started_at(facts.machine) is None:
+            facts.machine = with_volume_start(facts.machine, self.flavour, now())
+            self.volume_start = self.flavour.volume_detach_started_at(facts.machine)
+
+    def write_together(self, decision: Decision, facts: Facts) -> None:
+        """The decision's stages, with the volume wait's start held so far and (at the preTerminate
+        gate) the start of that wait, in one status write, as one Cluster API reconcile writes them."""
+        flavour, held = self.flavour, self.volume_start
+        times = []
+        if held is not None:
+            _object_patch, status_patch = flavour.start_time_patches(volumes=held)
+            # Sent unless another writer's time is there already (ours is only held on the Machine as read).
+            times.append((status_patch, lambda current: flavour.volume_detach_started_at(current) not in (None, held), VOLUME_START_WRITTEN))
+        if decision.action == WAIT_PRE_TERMINATE and flavour.hook_wait_started_at(facts.machine, PRE_TERMINATE) is None:
+            patch = flavour.hook_wait_start_patch(PRE_TERMINATE, now())
+            if patch is not None:
+                times.append((patch, lambda current: flavour.hook_wait_started_at(current, PRE_TERMINATE) is not None, PRE_TERMINATE_START_WRITTEN))
+        if not times and not decision.stages:
+            return
+        facts.machine, written = terminate_api.record_together(self.api, facts.machine, flavour, decision.stages, times)
+        self.volume_start = None
+        self.report.wrote(*written)
+
     def write(self, decision: Decision, facts: Facts) -> Facts:
         """Perform the decision's write (in check mode as a server-side dry run) and observe its effect."""
         action = decision.action

@@ -369,16 +369,22 @@ def test_an_api_error_between_two_stage_writes_keeps_the_first() -> None:
     patches = []
 
     def refuse_the_second_stage_write(method: str, path: str) -> None:
-        # The first status patch records the volume wait's start, the second the first stage.
+        # The first status patch records, as one Cluster API reconcile, the volume wait's start, its end and
+        # WaitingForInfrastructureDeletion; the second, after the InfraMachine is gone, WaitingForBootstrapDeletion.
         if (method, path) == ("PATCH", status):
             patches.append(path)
-            if len(patches) == 3:
+            if len(patches) == 2:
                 world.fake.fail("PATCH", status, FakeKube.error(422, "invalid"))
 
     world.fake.on_request = refuse_the_second_stage_write
     error = failure(world)
     assert error.msg == f"Kubernetes API error: PATCH status of Machine {NS}/{NAME}: 422 invalid"
-    assert error.result["actions"] == ["record the start of the volume detach wait", "record stage VolumesDetached"]
+    assert error.result["actions"] == [
+        "record the start of the volume detach wait",
+        "record stage VolumesDetached",
+        "record stage WaitingForInfrastructureDeletion",
+        f"delete FakeMachine {NS}/{NAME}",
+    ]
     assert any(c["type"] == "VolumeDetachSucceeded" for c in error.result["diff"]["after"]["machine"]["conditions"])
 
 
