@@ -292,7 +292,7 @@ preflight:
       why it failed) and C(would_lose) (key to the workloads its deletion would lose or take down, which do not hold it).
       Nothing is changed, and nothing is waited for.
     - C(batch) holds the findings - C(findings) (each with C(kind) V(batch budget), V(no node for replacements),
-      V(unreplicated pod), V(single replica) or V(every replica in the batch), C(machines), C(object), C(evidence),
+      V(no room for replacements), V(unreplicated pod), V(single replica) or V(every replica in the batch), C(machines), C(object), C(evidence),
       C(verdict), C(reason) and C(holds), whether it holds the deletions), C(concurrency), C(suggested_concurrency) (the
       largest concurrency at which no budget shared by the Machines serialises their drains, or 1), C(suggested_order) (the
       Machines in the order that lets the most of them finish - given in that order, they start in that order), C(counted) (the

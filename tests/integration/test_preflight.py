@@ -2,7 +2,8 @@
 the real API server (docs/stalls.md, "Asking before starting"): a budget whose
 Pods sit on several of them serialises their drains, a bare Pod is lost, and
 Pods that no Node outside the batch can take keep their budget from ever
-allowing again. Nothing is written."""
+allowing again, and replacements that ask for more than the Nodes that could
+take them have free are named. Nothing is written."""
 
 from __future__ import annotations
 
@@ -24,17 +25,18 @@ CLEARS = "clears by itself"
 CANDIDATE = {"lm-test/delete": "yes"}
 
 
-def bound_pod(name: str, node: str, labels: dict, node_selector: dict | None = None) -> dict:
-    spec: dict = {"nodeName": node, "terminationGracePeriodSeconds": GRACE, "containers": [{"name": "app", "image": "app:1"}]}
+def bound_pod(name: str, node: str, labels: dict, node_selector: dict | None = None, requests: dict | None = None) -> dict:
+    app = {"name": "app", "image": "app:1", **({"resources": {"requests": requests}} if requests else {})}
+    spec: dict = {"nodeName": node, "terminationGracePeriodSeconds": GRACE, "containers": [app]}
     if node_selector:
         spec["nodeSelector"] = node_selector
     return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "labels": labels}, "spec": spec}
 
 
-def replicated(kube, namespace: str, app: str, nodes: list[str], node_selector: dict | None = None) -> None:
+def replicated(kube, namespace: str, app: str, nodes: list[str], node_selector: dict | None = None, *, requests: dict | None = None) -> None:
     """One Pod of ``app`` on each of ``nodes``, adopted by a ReplicaSet of as many replicas (which recreates them)."""
     for index, node in enumerate(nodes):
-        kube.create(f"/api/v1/namespaces/{namespace}/pods", bound_pod(f"{app}-{index}", node, {"app": app}, node_selector))
+        kube.create(f"/api/v1/namespaces/{namespace}/pods", bound_pod(f"{app}-{index}", node, {"app": app}, node_selector, requests))
     for index in range(len(nodes)):
         wait_for(lambda index=index: pod_is_ready(kube.get(f"/api/v1/namespaces/{namespace}/pods/{app}-{index}") or {}), what=f"Pod {app}-{index} Ready")
     template_spec = {"nodeSelector": node_selector or {"lm-nowhere": "true"}, "containers": [{"name": "app", "image": "app:1"}]}
@@ -150,3 +152,45 @@ def test_a_single_replica_deployment_behind_min_available_one_is_named_as_never(
     assert (single["object"], single["verdict"], single["holds"]) == (f"Deployment {namespace}/db", NEVER, True)
     assert (single["evidence"]["replicas"], single["evidence"]["budget"], single["evidence"]["min_available"]) == (1, f"{namespace}/db", 1)
     assert list(plan["preflight"]["can_never_finish"]) == [f"{namespace}/{machine}"]
+
+
+@pytest.mark.parametrize("flavour", ["v1beta2"], indirect=True)
+def test_check_mode_names_replacements_that_cannot_fit_in_what_the_nodes_outside_the_batch_have_free(
+    *, flavour, kube, namespace, machine_node, make_node, make_machine, run_module, audit_events
+) -> None:
+    pool = {"lm-room": namespace}
+    first, first_node = machine_node()
+    second_node = make_node(labels=pool)
+    second = make_machine(namespace, node=second_node)["metadata"]["name"]
+    kube.patch(f"/api/v1/nodes/{first_node}", {"metadata": {"labels": pool}})
+    # The one Node outside the batch the Pods can go to: 1 cpu, of which a Pod already there takes 300m.
+    spare = make_node(labels=pool)
+    small = {"cpu": "1", "memory": "1Gi", "pods": "110"}
+    kube.patch(f"/api/v1/nodes/{spare}", {"status": {"capacity": small, "allocatable": small}}, subresource_status=True)
+    kube.create(f"/api/v1/namespaces/{namespace}/pods", bound_pod("there", spare, {"app": "there"}, requests={"cpu": "300m"}))
+    wait_for(lambda: pod_is_ready(kube.get(f"/api/v1/namespaces/{namespace}/pods/there") or {}), what="Pod there Ready")
+    # Two Pods of 600m come back: 1200m asked, 700m free.
+    replicated(kube, namespace, "big", [first_node, second_node], node_selector=pool, requests={"cpu": "600m", "memory": "64Mi"})
+    assert kube.get(f"/api/v1/nodes/{spare}")["status"]["allocatable"]["cpu"] == "1", "kwok keeps the allocatable the test set"
+
+    machines = [{"name": name, "namespace": namespace} for name in (first, second)]
+    began = time.monotonic()
+    plan = run_module("machine_delete", {"machines": machines, "machine_controller": "absent", "concurrency": 2}, check=True)
+    assert time.monotonic() - began < 60, "check mode answers at once"
+
+    assert not plan.get("failed"), plan.get("msg")
+    answer = plan["preflight"]
+    keys = sorted(f"{namespace}/{name}" for name in (first, second))
+    [room] = [f for f in answer["batch"]["findings"] if f["kind"] == "no room for replacements"]
+    assert (room["verdict"], room["holds"], room["machines"] != []) == ("needs someone to act", False, True)
+    assert room["evidence"]["nodes"] == [spare] and room["evidence"]["pods"] == [f"{namespace}/big-0", f"{namespace}/big-1"]
+    assert room["evidence"]["short"] == {"cpu": {"requested": "1200m", "free": "700m", "shortfall": "500m"}}
+    assert room["evidence"]["workloads"] == [f"ReplicaSet {namespace}/big"] and len(room["evidence"]["pending"]) == 1
+    assert "Node by Node" in room["reason"]
+    # It costs the workload, it does not hold the drains: both would finish, one would lose a replica for a while.
+    assert sorted(answer["would_finish"]) == keys and set(answer["would_lose"]) <= set(keys) and answer["would_lose"]
+
+    # Check mode changed nothing: no Machine marked, no Node cordoned, no eviction sent.
+    assert all(not kube.get(machine_path(flavour, namespace, m["name"]))["metadata"].get("deletionTimestamp") for m in machines)
+    assert not any(kube.get(f"/api/v1/nodes/{node}")["spec"].get("unschedulable") for node in (first_node, second_node))
+    assert evictions(audit_events, namespace) == {}

@@ -2,9 +2,12 @@
 # Apache License 2.0 (see LICENSE)
 """What check mode reads, once per task, to answer for the chosen Machines
 together (``_delete/preflight.py``): per cluster where their Nodes are, one
-list of the Nodes and one of the PodDisruptionBudgets, and one GET of each
-controller (ReplicaSet, StatefulSet, ReplicationController) of a Pod the
-drains would evict, for its replicas. Nothing waits: a read that fails leaves
+list of the Nodes and one of the PodDisruptionBudgets, one of the Pods that
+have not ended (what they request is what the Nodes have no longer free, for
+the room the replacements need; only when a Pod the drains would evict has a
+controller to recreate it), and one GET of each controller (ReplicaSet,
+StatefulSet, ReplicationController) of a Pod the drains would evict, for its
+replicas. Nothing waits: a read that fails leaves
 that part uncounted, and the answer says so."""
 
 from __future__ import annotations
@@ -18,6 +21,8 @@ from ansible_collections.lifecycle.machine.plugins.module_utils._machine.flavour
 from ansible_collections.lifecycle.machine.plugins.module_utils._workload.api import node_api, workload_of
 from ansible_collections.lifecycle.machine.plugins.module_utils._workload.logic import WorkloadSettings
 
+# The Pods that hold room on their Node (those that ended do not).
+NOT_ENDED = "status.phase!=Succeeded,status.phase!=Failed"
 # The controllers whose replicas the preflight reads, by kind: (apiVersion, plural).
 CONTROLLERS = {
     "ReplicaSet": ("apps/v1", "replicasets"),
@@ -26,9 +31,9 @@ CONTROLLERS = {
 }
 
 
-def _listed(api: KubeApi, path: str, errors: list[str], what: str) -> list[dict] | None:
+def _listed(api: KubeApi, path: str, errors: list[str], what: str, field_selector: str | None = None) -> list[dict] | None:
     try:
-        return api.list(path)
+        return api.list(path, field_selector=field_selector)
     except ApiError as exc:
         errors.append(f"cannot list {what}: {exc.describe()}")
         return None
@@ -60,6 +65,10 @@ def _controllers(api: KubeApi, pods: list[dict], errors: list[str]) -> dict[str,
     return found
 
 
+def _recreated(pod: dict) -> bool:
+    return any(ref.get("controller") is True for ref in (pod.get("metadata") or {}).get("ownerReferences") or [])
+
+
 def _drained(machine: dict, pod: dict) -> bool:
     """Whether the Machine's drain decided to evict ``pod``."""
     meta = pod.get("metadata") or {}
@@ -69,7 +78,7 @@ def _drained(machine: dict, pod: dict) -> bool:
 def read_batch(api: KubeApi, settings: WorkloadSettings, previews: list[tuple[str, dict | None, dict | None]]) -> dict:
     """The facts :func:`preflight.batch_findings` takes, from ``previews`` - (Machine key, the Machine as
     the run last read it, its drain preview: ``node``, ``pods``, ``decisions``) - and one list of Nodes
-    and of budgets per cluster where their Nodes are."""
+    and of budgets per cluster where their Nodes are, and of the Pods there when some evicted Pod comes back."""
     machines: list[dict] = []
     apis: dict[str, KubeApi] = {}
     errors: dict[str, list[str]] = {}
@@ -94,6 +103,7 @@ def read_batch(api: KubeApi, settings: WorkloadSettings, previews: list[tuple[st
             "nodes": _listed(side, resource_path("v1", "nodes"), problems, "Nodes"),
             "budgets": _listed(side, resource_path("policy/v1", "poddisruptionbudgets"), problems, "PodDisruptionBudgets"),
             "controllers": _controllers(side, pods, problems),
+            **({"pods": _listed(side, resource_path("v1", "pods"), problems, "Pods", NOT_ENDED)} if any(_recreated(pod) for pod in pods) else {}),
             "errors": problems,
         }
     return {"machines": machines, "clusters": clusters}

@@ -24,6 +24,14 @@ The rules, in docs/stalls.md:
   replacement: Ready, not cordoned, not being deleted, no NoSchedule /
   NoExecute taint the Pod does not tolerate, and every label of its
   ``nodeSelector``;
+- and it finds room there: per group of such Nodes, the requests (cpu,
+  memory, one Pod slot) of the replacements that only those Nodes can take
+  must fit in what the group has free (``status.allocatable`` less the
+  requests of the Pods bound there that have not ended and are not being
+  deleted); when they do not, the fewest Pods that must stay Pending for the
+  rest to fit (the largest askers) do not come back (``_delete/capacity.py``:
+  fitting in total does not prove they fit Node by Node, the scheduler
+  decides);
 - a budget allowing ``A`` disruptions now, with ``k`` of its healthy Pods to
   evict in the batch of which ``u`` never come back: ``k <= A`` all go at once;
   ``u > M`` (``M``: what it allows at most, once every Pod it expects is
@@ -33,7 +41,7 @@ The rules, in docs/stalls.md:
   side); ``u == M > 0`` with Pods that do come back finishes only if those go
   first; otherwise the drains are serialised by the budget and wait, each
   eviction for a replacement to be Ready;
-- Pods that no Node outside the batch can take: those whose budget they stop
+- Pods that no Node outside the batch can take, or has room for: those whose budget they stop
   for good hold their Machines (never), the others only cost their workload;
 - the suggested order puts first the Machines with no Pod that uses up a
   budget for good, then the others, the fewest such Pods first, and last those
@@ -49,6 +57,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from ansible_collections.lifecycle.machine.plugins.module_utils._delete.capacity import free_allocatable, pod_requests, shortfalls
 from ansible_collections.lifecycle.machine.plugins.module_utils._drain.budgets import covering_budgets, ready
 from ansible_collections.lifecycle.machine.plugins.module_utils._drain.logic import WARNING_NO_CONTROLLER, WARNING_ORPHANED_DAEMONSET
 from ansible_collections.lifecycle.machine.plugins.module_utils._drain.pods import controller_of, is_running, pod_key
@@ -63,6 +72,7 @@ KIND_UNREPLICATED = "unreplicated pod"
 KIND_SINGLE_REPLICA = "single replica"
 KIND_WHOLE_WORKLOAD = "every replica in the batch"
 KIND_NO_NODE = "no node for replacements"
+KIND_NO_ROOM = "no room for replacements"
 
 # Taint effects that keep a Pod off a Node it does not tolerate.
 _BLOCKING_EFFECTS = ("NoSchedule", "NoExecute")
@@ -104,6 +114,7 @@ class _Pod:
     pod: dict
     recreated: bool  # a controller recreates it
     home: bool | None = None  # a Node outside the batch can take its replacement (None: not known)
+    roomless: bool = False  # home False because the Nodes that could take it have no room left
 
     @property
     def key(self) -> str:
@@ -215,6 +226,7 @@ def _budget_findings(pods: list[_Pod], budgets: list[dict], concurrency: int, lo
         name = budget_evidence(covering[0])["budget"]
         under.setdefault(name, (covering[0], []))[1].append(pod)
     findings, shares = [], {}
+    roomless = {pod.key for pod in pods if pod.roomless}
     for name, (budget, members) in sorted(under.items()):
         healthy = [pod for pod in members if ready(pod.pod)]
         per_machine: dict[str, list[str]] = {}
@@ -250,7 +262,7 @@ def _budget_findings(pods: list[_Pod], budgets: list[dict], concurrency: int, lo
         elif never:
             continue  # one Machine: its own preview says so
         elif len(never_back) > most:
-            why = _why_never_back(never_back, lost)
+            why = _why_never_back(never_back, lost, roomless)
             evidence["can_finish_at_most"] = _finish_at_most(healthy, most)
             reason = (
                 f"{_allows(allowed, most)} and {len(never_back)} of the {len(healthy)} healthy Pods the batch evicts never come back ({why}):"
@@ -259,7 +271,7 @@ def _budget_findings(pods: list[_Pod], budgets: list[dict], concurrency: int, lo
             )
             findings.append(Finding(KIND_SHARED_BUDGET, machines, subject, NEVER, reason, True, evidence))
         elif len(never_back) == most and most > 0 and len(healthy) > most:
-            why = _why_never_back(never_back, lost)
+            why = _why_never_back(never_back, lost, roomless)
             reason = (
                 f"{_allows(allowed, most)} and {_names(never_back)} never come back ({why}): the drains finish only if the other Pods go first;"
                 " delete those Machines first, or move the Pods that never come back"
@@ -310,12 +322,15 @@ def _allows(allowed: int, most: int) -> str:
     return text + (f" ({most} at most, once every Pod it expects is healthy)" if most > allowed else "")
 
 
-def _why_never_back(keys: list[str], lost: set[str]) -> str:
+def _why_never_back(keys: list[str], lost: set[str], roomless: set[str] | None = None) -> str:
     bare = [key for key in keys if key in lost]
+    full = [key for key in keys if key in (roomless or set())]
     if len(bare) == len(keys):
         return "nothing recreates them"
+    if not bare and len(full) == len(keys):
+        return "the Nodes outside the batch that could take their replacements have no room for them"
     if not bare:
-        return "no Node outside the batch can take their replacements"
+        return "no Node outside the batch can take, or has room for, their replacements" if full else "no Node outside the batch can take their replacements"
     return "nothing recreates some, no Node outside the batch can take the others' replacements"
 
 
@@ -354,6 +369,7 @@ def _replicas(pods: list[_Pod], budgets: list[dict], controllers: dict) -> list[
         keys = sorted(pod.key for pod in members)
         evidence: dict[str, Any] = {"workload": name, "replicas": replicas, "pods": keys}
         homeless = any(pod.home is False for pod in members)
+        nowhere = "no Node outside the batch has room for" if any(pod.roomless for pod in members) else "no Node outside the batch can take"
         if replicas == 1:
             never = next((never_allows(budget) for budget in covering if never_allows(budget)), None)
             if never:
@@ -362,7 +378,7 @@ def _replicas(pods: list[_Pod], budgets: list[dict], controllers: dict) -> list[
                 reason = f"its one Pod is behind budget {evidence['budget']}: {never}; scale it up or change the budget"
                 findings.append(Finding(KIND_SINGLE_REPLICA, machines, name, NEVER, reason, True, evidence))
             elif homeless:
-                reason = "its one Pod is evicted and no Node outside the batch can take the replacement: the workload is down until one can"
+                reason = f"its one Pod is evicted and {nowhere} the replacement: the workload is down until one can"
                 findings.append(Finding(KIND_SINGLE_REPLICA, machines, name, NEEDS_ACTION, reason, False, evidence))
             else:
                 reason = "its one Pod is evicted: the workload is down until the replacement is Ready on another Node"
@@ -373,7 +389,7 @@ def _replicas(pods: list[_Pod], budgets: list[dict], controllers: dict) -> list[
                 f" drained (all at once when {_plural(len(machines), 'Machine')} drain side by side); a budget would make the drains wait for replacements"
             )
             if homeless:
-                reason += "; no Node outside the batch can take the replacements, so it stays down until one can"
+                reason += f"; {nowhere} the replacements, so it stays down until one can"
             findings.append(Finding(KIND_WHOLE_WORKLOAD, machines, name, NEEDS_ACTION if homeless else CLEARS, reason, False, evidence))
     return findings
 
@@ -381,7 +397,7 @@ def _replicas(pods: list[_Pod], budgets: list[dict], controllers: dict) -> list[
 def _no_node(cluster: str, pods: list[_Pod], outside: list[dict], never_budgets: list[Finding]) -> list[Finding]:
     """Pods recreated that no Node outside the batch can take: one finding for those whose budget they stop for good
     (it holds their Machines), one for the others (their workloads are down, nothing holds the Machines)."""
-    homeless = [pod for pod in pods if pod.recreated and pod.home is False]
+    homeless = [pod for pod in pods if pod.recreated and pod.home is False and not pod.roomless]
     if not homeless:
         return []
     nodes = {(node.get("metadata") or {}).get("name"): why_not(node, homeless[0].pod) or "cannot take all of them" for node in outside}
@@ -391,6 +407,12 @@ def _no_node(cluster: str, pods: list[_Pod], outside: list[dict], never_budgets:
         head = f"no Node of {where} outside the batch can take their replacements ({why}{' ...' if len(nodes) > _MAX_NAMED else ''})"
     else:
         head = f"{where} has no Node outside the batch"
+    return _pending_findings(KIND_NO_NODE, homeless, head, {"cluster": cluster or None, "nodes_outside_batch": nodes}, never_budgets)
+
+
+def _pending_findings(kind: str, homeless: list[_Pod], head: str, evidence: dict, never_budgets: list[Finding]) -> list[Finding]:
+    """Replacements that stay Pending: one finding for those whose budget they stop for good (it holds their
+    Machines, never), one for the others (their workloads are down, nothing holds the Machines)."""
     stopping = {finding.evidence["budget"]: set(finding.evidence.get("never_back") or ()) for finding in never_budgets}
     stuck = [pod for pod in homeless if any(pod.key in keys for keys in stopping.values())]
     findings = []
@@ -399,17 +421,55 @@ def _no_node(cluster: str, pods: list[_Pod], outside: list[dict], never_budgets:
             continue
         machines = tuple(sorted({pod.machine for pod in members}))
         keys = sorted(pod.key for pod in members)
-        evidence: dict[str, Any] = {"cluster": cluster or None, "pods": keys, "nodes_outside_batch": nodes}
+        found: dict[str, Any] = {**evidence, "pods": keys} if "pods" not in evidence else {**evidence, "pending": keys}
         subject = f"Pod{'s' if len(keys) > 1 else ''} {_names(keys)}"
         if stops:
             stopped = sorted(name for name, never_back in stopping.items() if never_back & set(keys))
-            evidence["budgets"] = stopped
+            found["budgets"] = stopped
             named = ", ".join(f"budget {name}" for name in stopped)
             reason = f"{head}: the replacement Pods stay Pending, so {named} never allow{'s' if len(stopped) == 1 else ''} again"
-            findings.append(Finding(KIND_NO_NODE, machines, subject, NEVER, reason, True, evidence))
+            findings.append(Finding(kind, machines, subject, NEVER, reason, True, found))
         else:
             reason = f"{head}: the replacement Pods stay Pending and their workloads are down until a Node can take them"
-            findings.append(Finding(KIND_NO_NODE, machines, subject, NEEDS_ACTION, reason, False, evidence))
+            findings.append(Finding(kind, machines, subject, NEEDS_ACTION, reason, False, found))
+    return findings
+
+
+def _room(cluster: str, pods: list[_Pod], outside: list[dict], bound: list[dict] | None, controllers: dict) -> list[dict]:
+    """Where the replacements of the Pods that come back cannot fit even in total in what the Nodes outside
+    the batch that could take them have free (``_delete/capacity.py``); marks the fewest Pods that must stay
+    Pending (``home`` False, ``roomless``). ``bound``: the cluster's Pods (None: not read, not judged)."""
+    if bound is None:
+        return []
+    coming = [pod for pod in pods if pod.recreated and pod.home is True]
+    candidates = {pod.key: frozenset((node.get("metadata") or {}).get("name") for node in outside if why_not(node, pod.pod) is None) for pod in coming}
+    by_key = {pod.key: pod for pod in coming}
+    found = shortfalls(candidates, {pod.key: pod_requests(pod.pod) for pod in coming}, free_allocatable(outside, bound))
+    for short in found:
+        short["cluster"] = cluster or None
+        short["workloads"] = sorted({_workload(by_key[key].pod, controllers)[0] for key in short["pods"]})
+        for key in short["pending"]:
+            by_key[key].home, by_key[key].roomless = False, True
+    return found
+
+
+def _no_room(shorts: list[dict], pods: list[_Pod], never_budgets: list[Finding]) -> list[Finding]:
+    by_key = {pod.key: pod for pod in pods}
+    findings = []
+    for short in shorts:
+        lacking = "; ".join(
+            f"{resource} {amounts['requested']} requested, {amounts['free']} free ({amounts['shortfall']} short)"
+            for resource, amounts in short["short"].items()
+        )
+        nodes = _names(short["nodes"])
+        head = (
+            f"the replacements of {_plural(len(short['pods']), 'Pod')} ({_names(short['workloads'])}) that only {nodes} outside the batch can take"
+            f" ask for more than {'it has' if len(short['nodes']) == 1 else 'those Nodes have'} free in total ({lacking}),"
+            f" so at least {len(short['pending'])} stay Pending, which ones is the scheduler's choice"
+            " (fitting in total would not prove they fit Node by Node either)"
+        )
+        pending = [by_key[key] for key in short["pending"] if key in by_key]
+        findings.extend(_pending_findings(KIND_NO_ROOM, pending, head, short, never_budgets))
     return findings
 
 
@@ -435,7 +495,7 @@ def suggested_order(keys: list[str], findings: list[Finding], used_up: dict[str,
     hopeless = {
         key
         for finding in findings
-        if finding.holds and finding.verdict == NEVER and finding.kind != KIND_NO_NODE and "can_finish_at_most" not in finding.evidence
+        if finding.holds and finding.verdict == NEVER and finding.kind not in (KIND_NO_NODE, KIND_NO_ROOM) and "can_finish_at_most" not in finding.evidence
         for key in finding.machines
     }
     return sorted(keys, key=lambda key: (key in hopeless, used_up.get(key, 0)))
@@ -447,7 +507,8 @@ def batch_findings(facts: dict, concurrency: int) -> dict:
     ``machines``: one entry per Machine whose drain was previewed - ``key``, ``cluster`` (where its Node
     is, "" for the task's own cluster), ``node`` (name), ``pods`` (as the preview read them) and
     ``decisions`` (what the drain decided about each, ``PodDecision.as_dict``);
-    ``clusters``: per cluster, ``nodes`` and ``budgets`` (None when they could not be listed) and
+    ``clusters``: per cluster, ``nodes``, ``budgets`` and ``pods`` (the Pods bound to its Nodes, for their
+    free allocatable; None when they could not be listed, absent when not needed) and
     ``controllers`` (controller UID -> ``kind``, ``name``, ``replicas``, ``owner``: ``{kind, name}``).
 
     Returns ``findings`` (dicts: those that hold a deletion first, the gravest first), ``suggested_concurrency``,
@@ -471,9 +532,11 @@ def batch_findings(facts: dict, concurrency: int) -> dict:
         known = clusters.get(cluster) or {}
         nodes = known.get("nodes")
         outside = _outside(nodes, batch_nodes.get(cluster, set())) if nodes is not None else []
+        shorts: list[dict] = []
         if nodes is not None:
             for pod in here:
                 pod.home = any(why_not(node, pod.pod) is None for node in outside)
+            shorts = _room(cluster, here, outside, known.get("pods"), known.get("controllers") or {})
         lost = {pod.key for pod in here if not pod.recreated}
         budgets = known.get("budgets") or []
         found, cluster_shares = _budget_findings(here, budgets, concurrency, lost)
@@ -486,7 +549,9 @@ def batch_findings(facts: dict, concurrency: int) -> dict:
                         used_up[pod.machine] = used_up.get(pod.machine, 0) + 1
         findings.extend(_unreplicated(here))
         findings.extend(_replicas(here, budgets, known.get("controllers") or {}))
-        findings.extend(_no_node(cluster, here, outside, [finding for finding in found if finding.verdict == NEVER]))
+        never_budgets = [finding for finding in found if finding.verdict == NEVER]
+        findings.extend(_no_node(cluster, here, outside, never_budgets))
+        findings.extend(_no_room(shorts, here, never_budgets))
     order = {NEVER: 0, NEEDS_ACTION: 1, CLEARS: 2}
     findings.sort(key=lambda finding: (not finding.holds, order[finding.verdict], finding.kind, finding.object))
     return {

@@ -329,9 +329,10 @@ def test_read_batch_lists_nodes_and_budgets_once_and_reads_each_controller_once(
     assert sorted(n["metadata"]["name"] for n in cluster["nodes"]) == ["n-a", "n-b", "spare"] and len(cluster["budgets"]) == 1
     assert cluster["controllers"] == {uid: {"kind": "ReplicaSet", "name": "web-7d9", "replicas": 3, "owner": {"kind": "Deployment", "name": "web"}}}
     reads = [path for method, path in kube.requests if method in ("GET", "LIST")]
-    assert sorted(reads) == sorted(["/api/v1/nodes", "/apis/policy/v1/poddisruptionbudgets", "/apis/apps/v1/namespaces/shop/replicasets/web-7d9"]), (
-        kube.requests
-    )
+    # The Pods once (the room the replacements need): web-0 and web-1 come back.
+    listed = ["/api/v1/nodes", "/apis/policy/v1/poddisruptionbudgets", "/apis/apps/v1/namespaces/shop/replicasets/web-7d9", "/api/v1/pods"]
+    assert sorted(reads) == sorted(listed), kube.requests
+    assert cluster["pods"] == []
     answer = batch_findings(facts, concurrency=2)
     assert [f["kind"] for f in answer["findings"]] == [KIND_SHARED_BUDGET, KIND_UNREPLICATED] and answer["counted"] == ["shop/a", "shop/b"]
 
