@@ -455,8 +455,11 @@ def _room(cluster: str, pods: list[_Pod], outside: list[dict], bound: list[dict]
 
 def _no_room(shorts: list[dict], pods: list[_Pod], never_budgets: list[Finding]) -> list[Finding]:
     by_key = {pod.key: pod for pod in pods}
-    findings = []
+    findings, named = [], set()
     for short in shorts:
+        if set(short["pending"]) <= named:
+            continue  # a wider group short only by the Pods of a smaller one already named
+        named.update(short["pending"])
         lacking = "; ".join(
             f"{resource} {amounts['requested']} requested, {amounts['free']} free ({amounts['shortfall']} short)"
             for resource, amounts in short["short"].items()

@@ -141,6 +141,15 @@ def test_only_the_nodes_a_pod_can_go_to_count_for_it() -> None:
     assert room["evidence"]["nodes"] == ["db-spare"] and room["evidence"]["short"]["cpu"]["shortfall"] == "1000m"
 
 
+def test_a_wider_group_short_only_by_a_smaller_ones_pods_is_not_named_twice() -> None:
+    # db Pods only fit on db-spare (1 cpu free, 2 asked); web Pods fit anywhere: both Nodes together are short as well, by the same db Pod.
+    db = [machine(name, [asking(f"db-{index}", "1", app="db", spec={"nodeSelector": {"pool": "db"}})]) for index, name in enumerate("ab")]
+    web = [machine("c", [asking("web-0", "100m")])]
+    nodes = [sized("db-spare", cpu="1", labels={"pool": "db"}), sized("any", cpu="1")]
+    [room] = [x for x in batch_findings(with_pods(facts(db + web, nodes=nodes)), 3)["findings"] if x["kind"] == KIND_NO_ROOM]
+    assert room["evidence"]["nodes"] == ["db-spare"] and len(room["evidence"]["pending"]) == 1
+
+
 def test_replacements_without_room_count_against_their_budget_as_never_coming_back() -> None:
     # Budget allows 1 (at most 1); 3 Pods come back to a Node with room for 1: 2 stay Pending, using it up for good.
     f = with_pods(facts(three(), nodes=[sized("spare", cpu="1")], budgets=[budget(allowed=1)]))
