@@ -4,8 +4,8 @@
 them (pure; docs/stalls.md): a drain the task only follows is not the task's, but the budgets
 that refuse it are in the workload cluster for anyone to read. For each Pod the controller's
 report names as refused by a budget, the budgets that select it (as last read) give the verdict
-and the evidence the drain gives (``_drain/stalls.py`` ``never_allows``, ``budget_evidence``,
-``unfinished_evictions``; ``_drain/budgets.py`` ``covering_budgets``); when they could not be
+and the evidence the drain gives (``_drain/stalls.py`` ``budget_blocker``; ``_drain/budgets.py``
+``covering_budgets``); when they could not be
 read, the refusal stays "clears by itself" and says so.
 
 With ``on_stall: fail`` a followed deletion that can never finish as things stand fails the
@@ -16,9 +16,8 @@ from __future__ import annotations
 from dataclasses import replace
 
 from ansible_collections.lifecycle.machine.plugins.module_utils._drain.budgets import covering_budgets
-from ansible_collections.lifecycle.machine.plugins.module_utils._drain.stalls import budget_evidence, never_allows, unfinished_evictions
-from ansible_collections.lifecycle.machine.plugins.module_utils._machine.blockers import CLEARS, KIND_BUDGET, NEVER, Blocker
-from ansible_collections.lifecycle.machine.plugins.module_utils._timeutil import rfc3339
+from ansible_collections.lifecycle.machine.plugins.module_utils._drain.stalls import budget_blocker
+from ansible_collections.lifecycle.machine.plugins.module_utils._machine.blockers import KIND_BUDGET, NEVER, Blocker
 
 # How often, with on_stall: fail, a followed drain is looked at for what can never clear (seconds).
 ON_STALL_LOOK = 20.0
@@ -35,22 +34,9 @@ def _judged(blocker: Blocker, key: str, pods: dict[str, dict | None], budgets: l
         return [replace(blocker, reason=f"{blocker.reason}; no budget selects it now", evidence={**blocker.evidence, "budgets": []})]
     found = []
     for budget in covering:
-        evidence = {**blocker.evidence, "pod": key, **budget_evidence(budget)}
-        never = never_allows(budget)
-        unfinished = unfinished_evictions(budget, pods)
-        if never:
-            found.append(replace(blocker, verdict=NEVER, reason=f"budget {evidence['budget']}: {never}", evidence=evidence))
-        elif unfinished:
-            evidence["unfinished_evictions"] = {name: rfc3339(at) for name, at in unfinished.items()}
-            names = ", ".join(sorted(unfinished))
-            reason = (
-                f"budget {evidence['budget']} still counts {names} of the Node as being evicted (an eviction it granted that never deleted the Pod);"
-                " the disruption controller counts it again 2 minutes after the grant"
-            )
-            found.append(replace(blocker, verdict=CLEARS, reason=reason, evidence=evidence))
-        else:
-            reason = f"budget {evidence['budget']} allows another eviction once enough of its Pods are healthy again"
-            found.append(replace(blocker, verdict=CLEARS, reason=reason, evidence=evidence))
+        judged = budget_blocker(key, budget, pods)
+        evidence = {**blocker.evidence, **judged.evidence}
+        found.append(replace(blocker, verdict=judged.verdict, reason=judged.reason, since=judged.since or blocker.since, evidence=evidence))
     return found
 
 

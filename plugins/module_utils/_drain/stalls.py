@@ -122,34 +122,38 @@ def unfinished_evictions(budget: dict, pods: dict[str, dict]) -> dict[str, _dt.d
     return found
 
 
+def budget_blocker(key: str, budget: dict, pods: dict[str, dict | None]) -> Blocker:
+    """What ``budget``, one of the budgets that select the Pod ``key``, makes of its refused eviction: never
+    (it allows no eviction at all), clearing when the disruption controller counts again a Pod it still
+    counts as being evicted (``pods``: the Node's Pods by key), or clearing once enough of its Pods are
+    healthy again. The collection's own drain and a followed controller's report are judged by it alike."""
+    evidence = {"pod": key, **budget_evidence(budget)}
+    never = never_allows(budget)
+    unfinished = unfinished_evictions(budget, pods)
+    if never:
+        return Blocker(PHASE_DRAIN, KIND_BUDGET, f"Pod {key}", NEVER, f"budget {evidence['budget']}: {never}", evidence=evidence)
+    if unfinished:
+        granted = min(unfinished.values())
+        until = rfc3339(granted + DISRUPTED_POD_TIMEOUT)
+        evidence["unfinished_evictions"] = {name: rfc3339(at) for name, at in unfinished.items()}
+        evidence["counted_again_at"] = until
+        names = ", ".join(f"{evidence['budget'].split('/')[0]}/{name}" for name in unfinished)
+        pods_text, them = (f"Pod {names}", "it") if len(unfinished) == 1 else (f"Pods {names}", "them")
+        reason = (
+            f"budget {evidence['budget']} still counts {pods_text} as being evicted: it granted an eviction that never deleted {them}"
+            f" (the request was cut, as when a run is killed in the middle of one); the disruption controller counts {them} again"
+            f" from {until}, and the drain retries then"
+        )
+        return Blocker(PHASE_DRAIN, KIND_BUDGET, f"Pod {key}", CLEARS, reason, rfc3339(granted), evidence)
+    reason = f"budget {evidence['budget']} allows another eviction once enough of its Pods are healthy again"
+    return Blocker(PHASE_DRAIN, KIND_BUDGET, f"Pod {key}", CLEARS, reason, evidence=evidence)
+
+
 def _budget_blockers(key: str, pod: dict | None, budgets: list[dict], message: str, pods: dict[str, dict]) -> list[Blocker]:
     covering = covering_budgets(pod, budgets) if pod is not None else []
     if not covering:
         return [Blocker(PHASE_DRAIN, KIND_BUDGET, f"Pod {key}", CLEARS, f"a budget refuses its eviction for now: {message}")]
-    blockers = []
-    for budget in covering:
-        evidence = {"pod": key, **budget_evidence(budget)}
-        never = never_allows(budget)
-        unfinished = unfinished_evictions(budget, pods)
-        if never:
-            blockers.append(Blocker(PHASE_DRAIN, KIND_BUDGET, f"Pod {key}", NEVER, f"budget {evidence['budget']}: {never}", evidence=evidence))
-        elif unfinished:
-            granted = min(unfinished.values())
-            until = rfc3339(granted + DISRUPTED_POD_TIMEOUT)
-            evidence["unfinished_evictions"] = {name: rfc3339(at) for name, at in unfinished.items()}
-            evidence["counted_again_at"] = until
-            names = ", ".join(f"{evidence['budget'].split('/')[0]}/{name}" for name in unfinished)
-            pods_text, them = (f"Pod {names}", "it") if len(unfinished) == 1 else (f"Pods {names}", "them")
-            reason = (
-                f"budget {evidence['budget']} still counts {pods_text} as being evicted: it granted an eviction that never deleted {them}"
-                f" (the request was cut, as when a run is killed in the middle of one); the disruption controller counts {them} again"
-                f" from {until}, and the drain retries then"
-            )
-            blockers.append(Blocker(PHASE_DRAIN, KIND_BUDGET, f"Pod {key}", CLEARS, reason, rfc3339(granted), evidence))
-        else:
-            reason = f"budget {evidence['budget']} allows another eviction once enough of its Pods are healthy again"
-            blockers.append(Blocker(PHASE_DRAIN, KIND_BUDGET, f"Pod {key}", CLEARS, reason, evidence=evidence))
-    return blockers
+    return [budget_blocker(key, budget, pods) for budget in covering]
 
 
 def _failure_blockers(drain: DrainPass, budgets: list[dict]) -> list[Blocker]:
