@@ -51,7 +51,7 @@ from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.watch impor
 from ansible_collections.lifecycle.machine.plugins.module_utils._machine.api import get_node, node_path
 from ansible_collections.lifecycle.machine.plugins.module_utils._machine.flavour import OPENSHIFT_GROUP
 from ansible_collections.lifecycle.machine.plugins.module_utils._machine.nodes import is_node_unreachable, is_unschedulable
-from ansible_collections.lifecycle.machine.plugins.module_utils._workload.feed import cluster_feeds, shared_items
+from ansible_collections.lifecycle.machine.plugins.module_utils._workload.feed import cluster_feeds, shared_items, shared_or_listed
 
 CAPI_GROUP = "cluster.x-k8s.io"
 DRAIN_RULES_PLURAL = "machinedrainrules"
@@ -104,8 +104,7 @@ def served_drain_rules(api: KubeApi, namespace: str) -> list[dict]:
         if api.discovery.resource(f"{CAPI_GROUP}/{version}", plural=DRAIN_RULES_PLURAL) is not None:
             path = resource_path(f"{CAPI_GROUP}/{version}", DRAIN_RULES_PLURAL, namespace)
             # The task's Machines of one namespace share one list and watch of its rules (machine_delete).
-            shared = shared_items(api, lambda feeds, path=path, version=version: feeds.feed(path, f"{CAPI_GROUP}/{version}", "MachineDrainRule"))
-            return shared if shared is not None else api.list(path)
+            return shared_or_listed(api, lambda feeds, path=path, version=version: feeds.feed(path, f"{CAPI_GROUP}/{version}", "MachineDrainRule"), path)
     return []
 
 

@@ -46,7 +46,7 @@ from ansible_collections.lifecycle.machine.plugins.module_utils._terminate.logic
 )
 from ansible_collections.lifecycle.machine.plugins.module_utils._terminate.volumes import VolumeWaitStatus, attached_volumes, volumes_to_wait_for
 from ansible_collections.lifecycle.machine.plugins.module_utils._timeutil import now
-from ansible_collections.lifecycle.machine.plugins.module_utils._workload.feed import shared_items
+from ansible_collections.lifecycle.machine.plugins.module_utils._workload.feed import shared_or_listed
 from ansible_collections.lifecycle.machine.plugins.module_utils._workload.logic import provider_id_conflict
 
 # As the Cluster API Machine controller: retry a failing Node deletion every
@@ -170,14 +170,10 @@ class VolumeObserver:
         if node is None or is_node_unreachable(node):
             return volumes_to_wait_for(node, [], [], [])
         node_api = self._node_side()
-        attachments = shared_items(node_api, lambda feeds: feeds.volume_attachments())
-        if attachments is None:
-            attachments = node_api.list(VOLUME_ATTACHMENTS)
+        attachments = shared_or_listed(node_api, lambda feeds: feeds.volume_attachments(), VOLUME_ATTACHMENTS)
         if attached_volumes(node, attachments).empty:
             return VolumeWaitStatus()
-        persistent_volumes = shared_items(node_api, lambda feeds: feeds.persistent_volumes())
-        if persistent_volumes is None:
-            persistent_volumes = node_api.list(PERSISTENT_VOLUMES)
+        persistent_volumes = shared_or_listed(node_api, lambda feeds: feeds.persistent_volumes(), PERSISTENT_VOLUMES)
         return volumes_to_wait_for(node, attachments, persistent_volumes, self.skipped_pods(machine, node))
 
 

@@ -94,3 +94,9 @@ def shared_items(api: Any, which: Callable[[ClusterFeeds], ObjectFeed]) -> list[
     feed or it cannot answer (then the caller reads from the API server)."""
     feeds = cluster_feeds(api)
     return None if feeds is None else which(feeds).items()
+
+
+def shared_or_listed(api: Any, which: Callable[[ClusterFeeds], ObjectFeed], path: str) -> list[dict]:
+    """The objects of the feed ``which`` picks on ``api``'s cluster, or, without one, a LIST of ``path``."""
+    shared = shared_items(api, which)
+    return shared if shared is not None else api.list(path)
