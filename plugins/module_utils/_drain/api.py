@@ -312,12 +312,14 @@ def _evict_batch(
     elapsed: float = 0.0,
 ) -> None:
     """Evict the current batch of a pass into ``result.outcome`` (see :func:`drain_pass`); the Pods
-    an escalation the user asked for applies to (``elapsed`` seconds into the drain) are deleted instead."""
+    an escalation the user asked for applies to (``elapsed`` seconds into the drain; the rule that
+    decided each Pod as ``result.decisions`` say) are deleted instead."""
     # A Pod whose eviction failed other than by a budget's refusal is asked again only
     # after Cluster API's drain retry interval, never in a tight loop.
     held = memory.held_back(to_evict, api.monotonic()) if act and memory is not None else {}
     to_evict = [pod for pod in to_evict if pod_key(pod) not in held]
-    escalated = {pod_key(pod): found for pod in to_evict if (found := escalation_for(pod, escalations, elapsed)) is not None}
+    decided_by = {decision.key: decision.rule for decision in result.decisions} if escalations else {}
+    escalated = {pod_key(pod): found for pod in to_evict if (found := escalation_for(pod, escalations, elapsed, decided_by.get(pod_key(pod)))) is not None}
     evicted = [pod for pod in to_evict if pod_key(pod) not in escalated]
     budgets = watched_budgets
     if budgets is None:

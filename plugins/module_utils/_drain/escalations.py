@@ -19,8 +19,8 @@ deleted (the result says what would be).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
+from collections.abc import Sequence
+from dataclasses import dataclass
 
 from ansible_collections.lifecycle.machine.plugins.module_utils._drain.selectors import labels_of, match_label_selector, selector_requirements
 from ansible_collections.lifecycle.machine.plugins.module_utils._errors import MachineError
@@ -43,19 +43,17 @@ class Escalation:
     namespaces: tuple[str, ...] = ()  # none: every namespace
     pod_selector: dict | None = None  # none: every Pod
     drain_rules: tuple[str, ...] = ()  # none: whatever decided the Pod's drain
-    # The MachineDrainRule that decided a Pod's drain (its name; None: no rule did), for ``drain_rules``:
-    # the pass binds it (:func:`bind_rule_lookup`); unbound, an escalation with ``drain_rules`` matches nothing.
-    rule_of: Callable[[dict], str | None] | None = field(default=None, compare=False, repr=False)
 
-    def applies(self, pod: dict, elapsed: float) -> bool:
-        """Whether ``pod`` is escalated ``elapsed`` seconds after the drain started."""
+    def applies(self, pod: dict, elapsed: float, rule: str | None = None) -> bool:
+        """Whether ``pod`` is escalated ``elapsed`` seconds after the drain started; ``rule``: the
+        MachineDrainRule the drain's classification says decided it (None: no rule did)."""
         if elapsed < self.after:
             return False
         if self.namespaces and pod["metadata"].get("namespace") not in self.namespaces:
             return False
         if self.pod_selector is not None and not match_label_selector(self.pod_selector, labels_of(pod)):
             return False
-        return not self.drain_rules or (self.rule_of is not None and self.rule_of(pod) in self.drain_rules)
+        return not self.drain_rules or rule in self.drain_rules
 
     def as_dict(self) -> dict:
         return {
@@ -144,9 +142,10 @@ def _after(value: object) -> float | None:
     return seconds if seconds >= 0 else None
 
 
-def escalation_for(pod: dict, escalations: Sequence[Escalation], elapsed: float) -> Escalation | None:
-    """The first escalation that applies to ``pod`` now (in the order the user gave them), or None."""
-    return next((escalation for escalation in escalations if escalation.applies(pod, elapsed)), None)
+def escalation_for(pod: dict, escalations: Sequence[Escalation], elapsed: float, rule: str | None = None) -> Escalation | None:
+    """The first escalation that applies to ``pod`` now (in the order the user gave them), or None;
+    ``rule``: the MachineDrainRule that decided the Pod's drain."""
+    return next((escalation for escalation in escalations if escalation.applies(pod, elapsed, rule)), None)
 
 
 def event_message(pod_key: str, escalation: Escalation) -> str:
@@ -172,8 +171,3 @@ def unknown_rules_message(unknown: Sequence[str], known: Sequence[str], where: s
         f"Invalid escalations: drain_rules names {', '.join(unknown)}, which no MachineDrainRule of the task is ({where}; "
         f"the task's rules: {have}): such an escalation could never apply; nothing was changed"
     )
-
-
-def bind_rule_lookup(escalations: Sequence[Escalation], rule_of: Callable[[dict], str | None]) -> tuple[Escalation, ...]:
-    """The escalations, those with ``drain_rules`` told how to find the rule that decided a Pod."""
-    return tuple(replace(escalation, rule_of=rule_of) if escalation.drain_rules else escalation for escalation in escalations)

@@ -232,19 +232,6 @@ def _classify_pod(pod: dict, namespaces: dict[str, dict], **around: Any) -> PodD
     return decision
 
 
-def deciding_rule(pod: dict, namespace: dict | None, rules: list[dict]) -> str | None:
-    """The name of the MachineDrainRule that decides a Pod the drain evicts (``rules``: those that apply
-    to the Machine, :func:`rules.rules_for_machine`; ``namespace``: the Pod's Namespace); None when none does.
-
-    For a Pod that is evicted (behavior Drain, not deleted yet) this is the rule :func:`classify_pods`
-    names in its decision: the filters before the rules decide only Skip or WaitCompleted, or a
-    deleted Pod's fate."""
-    if namespace is None:
-        return None
-    rule = rule_for_pod(rules, labels_of(pod), labels_of(namespace))
-    return rule["name"] if rule is not None else None
-
-
 def classify_pods(
     pods: list[dict],
     *,

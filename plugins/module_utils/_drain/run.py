@@ -39,14 +39,12 @@ from ansible_collections.lifecycle.machine.plugins.module_utils._drain.api impor
     wait_for_pods,
 )
 from ansible_collections.lifecycle.machine.plugins.module_utils._drain.escalations import EVENT_REASON as ESCALATED_EVENT
+from ansible_collections.lifecycle.machine.plugins.module_utils._drain.escalations import event_message as escalation_event
 from ansible_collections.lifecycle.machine.plugins.module_utils._drain.escalations import (
-    Escalation,
-    bind_rule_lookup,
     rule_names_wanted,
     unknown_rule_names,
     unknown_rules_message,
 )
-from ansible_collections.lifecycle.machine.plugins.module_utils._drain.escalations import event_message as escalation_event
 from ansible_collections.lifecycle.machine.plugins.module_utils._drain.gates import (
     CONTROL_PLANE_RETRY_SECONDS,
     control_plane_refusal_message,
@@ -56,12 +54,11 @@ from ansible_collections.lifecycle.machine.plugins.module_utils._drain.gates imp
     held_message,
     pre_drain_hooks,
 )
-from ansible_collections.lifecycle.machine.plugins.module_utils._drain.logic import deciding_rule
 from ansible_collections.lifecycle.machine.plugins.module_utils._drain.pacing import pause_until
 from ansible_collections.lifecycle.machine.plugins.module_utils._drain.passes import EvictionMemory
 from ansible_collections.lifecycle.machine.plugins.module_utils._drain.report import DrainReport, go_quote, machine_summary, with_unschedulable
 from ansible_collections.lifecycle.machine.plugins.module_utils._drain.request import ACTIONS, DRAINED, UNCORDONED, DrainRequest
-from ansible_collections.lifecycle.machine.plugins.module_utils._drain.rules import normalize_rules, rules_for_machine
+from ansible_collections.lifecycle.machine.plugins.module_utils._drain.rules import normalize_rules
 from ansible_collections.lifecycle.machine.plugins.module_utils._drain.stalls import PROGRESS_CARRIED, ProgressClock, control_plane_blockers, stall_message
 from ansible_collections.lifecycle.machine.plugins.module_utils._errors import MachineError
 from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.client import KubeApi
@@ -280,21 +277,6 @@ class DrainPasses:
         loaded = self.loaded_rules
         self.rules = loaded if loaded is not None else load_drain_rules(self.api, namespace, self.inline_rules, self.request.use_cluster_rules)
 
-    def escalations(self, machine: dict | None) -> tuple[Escalation, ...]:
-        """The task's escalations, those naming MachineDrainRules (``drain_rules``) told which rule
-        decides a Pod: the first of the rules that apply to the Machine that selects it in its Namespace."""
-        escalations = tuple(self.request.escalations)
-        if not rule_names_wanted(escalations):
-            return escalations
-        applicable = rules_for_machine(self.rules, machine, self.cluster)
-        context = self.context
-
-        def rule_of(pod: dict) -> str | None:
-            namespace = (pod.get("metadata") or {}).get("namespace", "")
-            return deciding_rule(pod, context.namespaces([pod]).get(namespace), applicable)
-
-        return bind_rule_lookup(escalations, rule_of)
-
     def one_pass(self, node_name: str, *, machine: dict | None, started_at: _dt.datetime, act: bool = True) -> DrainPass:
         """One pass; with ``act`` False one that writes nothing (evictions as server-side dry runs).
 
@@ -318,7 +300,7 @@ class DrainPasses:
             disable_eviction=self.request.disable_eviction,
             observed=watch,
             memory=self.memory,
-            escalations=self.escalations(machine),
+            escalations=self.request.escalations,
         )
         if act and watch is None and self.request.wait and self.watch_starts < MAX_WATCH_STARTS and not drain.completed:
             # A watch that failed (no permission to watch, say) is tried again a few times, then the passes list.

@@ -8,7 +8,6 @@ from pod_objects import rule
 
 from ansible_collections.lifecycle.machine.plugins.module_utils._drain.escalations import (
     Escalation,
-    bind_rule_lookup,
     escalation_for,
     event_message,
     normalize_escalations,
@@ -16,8 +15,7 @@ from ansible_collections.lifecycle.machine.plugins.module_utils._drain.escalatio
     unknown_rule_names,
     unknown_rules_message,
 )
-from ansible_collections.lifecycle.machine.plugins.module_utils._drain.logic import deciding_rule
-from ansible_collections.lifecycle.machine.plugins.module_utils._drain.rules import WAIT_COMPLETED, normalize_rules, rules_for_machine
+from ansible_collections.lifecycle.machine.plugins.module_utils._drain.rules import WAIT_COMPLETED
 from ansible_collections.lifecycle.machine.plugins.module_utils._errors import MachineError
 
 
@@ -87,11 +85,11 @@ def test_drain_rules_name_the_rules_whose_pods_an_entry_takes() -> None:
     (entry,) = normalize_escalations([{"after": 0, "reason": "CHG-2", "drain_rules": [" db-last ", "db-last", "cache"]}])
     assert entry.drain_rules == ("db-last", "cache") and entry.as_dict()["drain_rules"] == ["db-last", "cache"]
     decided = {"db-0": "db-last", "web-0": None, "cache-0": "cache", "other-0": "other"}
-    # Unbound (no pass told it which rule decided a Pod), it takes nothing; bound, only the Pods those rules decided.
+    # Told no rule (none decided the Pod), it takes nothing; else only the Pods those rules decided.
     assert escalation_for(pod("db-0"), (entry,), 5) is None
-    bound = bind_rule_lookup((entry, Escalation(after=0, reason="any")), lambda p: decided[p["metadata"]["name"]])
-    assert [escalation_for(pod(name), bound[:1], 5) is not None for name in decided] == [True, False, True, False]
-    assert bound[1].rule_of is None, "an entry without drain_rules is left as it is"
+    assert [escalation_for(pod(name), (entry,), 5, rule) is not None for name, rule in decided.items()] == [True, False, True, False]
+    anything = Escalation(after=0, reason="any")
+    assert all(escalation_for(pod(name), (anything,), 5, rule) is anything for name, rule in decided.items()), "an entry without drain_rules takes any"
     for bad in ([""], "db-last", [3]):
         with pytest.raises(MachineError, match=r"escalations\[0\]\.drain_rules"):
             normalize_escalations([{"after": 0, "reason": "x", "drain_rules": bad}])
@@ -118,8 +116,3 @@ def test_the_classification_keeps_the_rule_that_decided_each_pod() -> None:
     ]
     decisions = {d.name: d for d in objects.classify(pods, rules=rules)}
     assert {name: d.rule for name, d in decisions.items()} == {"db-0": "db-last", "job-0": "jobs-wait", "web-0": None, "pinned-0": None}
-    # For a Pod the drain evicts, the rule the escalation is told of is the one the classification names.
-    normalized = rules_for_machine(normalize_rules(rules), None, None)
-    for p in pods[:3]:
-        assert deciding_rule(p, objects.NAMESPACES["default"], normalized) == decisions[p["metadata"]["name"]].rule
-    assert deciding_rule(pods[0], None, normalized) is None
