@@ -33,6 +33,7 @@ from ansible_collections.lifecycle.machine.plugins.module_utils._machine.control
     who_deletes,
 )
 from ansible_collections.lifecycle.machine.plugins.module_utils._machine.flavour import Flavour, flavour_for, is_deleting, machine_label
+from ansible_collections.lifecycle.machine.plugins.module_utils._machine.flavour.openshift import DRAIN_REQUEUED
 from ansible_collections.lifecycle.machine.plugins.module_utils._machine.liveness import (
     FAILED,
     FORBIDDEN,
@@ -233,10 +234,6 @@ def read_refused_pods(node_side: Callable[[], KubeApi], node_name: str | None, k
     return pods, budgets, None
 
 
-# The Event in which OpenShift's machine controller names the Pods its drain could not evict within its try.
-OPENSHIFT_DRAIN_REPORT_REASON = "DrainRequeued"
-
-
 def read_drain_report(api: KubeApi, machine: dict) -> str | None:
     """The message of the newest ``DrainRequeued`` Event OpenShift's machine controller recorded on ``machine``
     (this Machine: matched by its UID), the only place it names each Pod its drain could not evict; None when
@@ -246,7 +243,7 @@ def read_drain_report(api: KubeApi, machine: dict) -> str | None:
     if not uid or not namespace:
         return None
     try:
-        events = api.list(resource_path("v1", "events", namespace), field_selector=f"involvedObject.uid={uid},reason={OPENSHIFT_DRAIN_REPORT_REASON}")
+        events = api.list(resource_path("v1", "events", namespace), field_selector=f"involvedObject.uid={uid},reason={DRAIN_REQUEUED}")
     except ApiError:
         return None
     if not events:

@@ -39,6 +39,11 @@ IMMUTABLE_POINTS = {PRE_DRAIN: "pre-drain", PRE_TERMINATE: "pre-terminate"}
 PAUSED_AUTHORITIES = ("ClusterAPI", "Migrating")
 
 
+# The Event OpenShift's drain controller records on a Machine whose drain it tries again in 20 s, naming why
+# (and, after a failed try, each Pod it could not evict).
+DRAIN_REQUEUED = "DrainRequeued"
+
+
 class OpenShiftFlavour(Flavour):
     name = OPENSHIFT
     group = OPENSHIFT_GROUP
@@ -50,7 +55,7 @@ class OpenShiftFlavour(Flavour):
     # drain_controller.go, Reconcile and isDrainAllowed: DrainProceeds, then the refusal as a requeue after 20 s.
     control_plane_drain_refused_events = (
         ("Normal", "DrainProceeds", "Node drain proceeds"),
-        ("Normal", "DrainRequeued", "Node drain requeued: drain not permitted: requeue in: 20s"),
+        ("Normal", DRAIN_REQUEUED, "Node drain requeued: drain not permitted: requeue in: 20s"),
     )
 
     def not_authoritative(self, machine: dict) -> str | None:
