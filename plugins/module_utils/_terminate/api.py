@@ -46,7 +46,12 @@ from ansible_collections.lifecycle.machine.plugins.module_utils._terminate.logic
 )
 from ansible_collections.lifecycle.machine.plugins.module_utils._terminate.volumes import VolumeWaitStatus, attached_volumes, volumes_to_wait_for
 from ansible_collections.lifecycle.machine.plugins.module_utils._timeutil import now
-from ansible_collections.lifecycle.machine.plugins.module_utils._workload.feed import shared_or_listed
+from ansible_collections.lifecycle.machine.plugins.module_utils._workload.feed import (
+    PERSISTENT_VOLUMES,
+    VOLUME_ATTACHMENTS,
+    SharedObject,
+    shared_or_listed,
+)
 from ansible_collections.lifecycle.machine.plugins.module_utils._workload.logic import provider_id_conflict
 
 # As the Cluster API Machine controller: retry a failing Node deletion every
@@ -54,8 +59,6 @@ from ansible_collections.lifecycle.machine.plugins.module_utils._workload.logic 
 # node-deletion timeout has passed; docs/behaviour.md §2).
 NODE_DELETE_RETRY_SECONDS = 10
 NODE_DELETE_RETRY_INTERVAL = 2
-VOLUME_ATTACHMENTS = "/apis/storage.k8s.io/v1/volumeattachments"
-PERSISTENT_VOLUMES = "/api/v1/persistentvolumes"
 
 
 # -- observing ---------------------------------------------------------------------
@@ -71,6 +74,7 @@ def observe(
     node_side: Callable[[], KubeApi] | None = None,
     dry_run: bool = False,
     view: Any = None,
+    read_node: Callable[[KubeApi, str], dict | None] | None = None,
 ) -> Facts:
     """What the API says about the Machine now: the Cluster API reason to skip
     the Node steps and, when they are not skipped, its Node, read through
@@ -78,7 +82,8 @@ def observe(
     :func:`logic.decide` asks for it). A Node that has the name but another
     machine's providerID is refused (MachineError). A Cluster API Machine
     without a nodeRef gets the Node carrying its providerID first
-    (``_machine.api.find_node_ref``; as a server-side dry run with ``dry_run``)."""
+    (``_machine.api.find_node_ref``; as a server-side dry run with ``dry_run``).
+    ``read_node(node_api, name)`` reads the Node (machine_delete: :class:`NodeReads`); by default a GET."""
     facts = Facts(machine=machine, now=now(), instance_terminated=instance_terminated, node_deletion_abandoned=node_abandoned)
     if machine is None:
         return facts
@@ -87,32 +92,81 @@ def observe(
     node_name = flavour.node_name(machine)
     if node_name and not facts.skip_reason:
         node_api = node_side() if node_side is not None else api
-        facts.node = get_node(node_api, node_name)
+        facts.node = (read_node or get_node)(node_api, node_name)
         conflict = provider_id_conflict(machine, facts.node, node_api.label or "the cluster")
         if conflict:
             raise MachineError(conflict)
     return facts
 
 
+def _api_version_of(path: str) -> str:
+    """The apiVersion a REST path serves (``/api/v1/...``: v1; ``/apis/<group>/<version>/...``: group/version)."""
+    parts = path.strip("/").split("/")
+    return parts[1] if parts[0] == "api" else f"{parts[1]}/{parts[2]}"
+
+
+def shared_object(api: KubeApi, path: str, kind: str) -> SharedObject:
+    """The object at ``path`` (of ``kind``), followed through the task's shared feed of its collection on ``api``'s
+    connection (machine_delete: one LIST and one watch per collection, for every Machine of the task)."""
+    collection, api_version = path.rpartition("/")[0], _api_version_of(path)
+    return SharedObject(api, path, lambda feeds: feeds.feed(collection, api_version, kind))
+
+
+class NodeReads:
+    """The Machine's Node as its termination looks at it again and again (after each wait, after its
+    deletion): in a machine_delete task from the workload connection's shared feed of Nodes
+    (``_workload/feed.py``; what the server has not said is gone is read with a GET), else a GET each time."""
+
+    def __init__(self) -> None:
+        self._followed: dict[tuple[int, str], SharedObject] = {}
+
+    def follow(self, api: KubeApi, name: str) -> SharedObject:
+        key = (id(api), name)
+        if key not in self._followed:
+            self._followed[key] = SharedObject(api, node_path(name), lambda feeds: feeds.nodes())
+        return self._followed[key]
+
+    def read(self, api: KubeApi, name: str) -> dict | None:
+        return self.follow(api, name).read()
+
+
 class ReferencedObjects:
     """The objects a Machine references (infrastructure, bootstrap config):
-    their REST paths (found once, through discovery), their state, their deletion."""
+    their REST paths (found once, through discovery), their state, their deletion.
+    In a machine_delete task each is read from the task's shared feed of its kind in its
+    namespace (:class:`SharedObject`), else with a GET."""
 
     def __init__(self, api: KubeApi):
         self.api = api
         self._paths: dict[ObjectRef, str] = {}
+        self._followed: dict[ObjectRef, SharedObject] = {}
 
     def path(self, ref: ObjectRef) -> str:
         if ref not in self._paths:
             self._paths[ref] = ref_path(self.api, ref)
         return self._paths[ref]
 
-    def state(self, ref: ObjectRef) -> ObjectState:
-        return object_state(self.api.get(self.path(ref)))
+    def follow(self, ref: ObjectRef) -> SharedObject:
+        if ref not in self._followed:
+            self._followed[ref] = shared_object(self.api, self.path(ref), ref.kind)
+        return self._followed[ref]
 
-    def delete(self, ref: ObjectRef, *, dry_run: bool = False) -> bool:
-        """Delete the object (a server-side dry run with ``dry_run``); False when it was already gone."""
-        return self.api.delete(self.path(ref), dry_run=dry_run)
+    def state(self, ref: ObjectRef) -> ObjectState:
+        return object_state(self.follow(ref).read())
+
+    def delete(self, ref: ObjectRef, *, dry_run: bool = False) -> tuple[bool, ObjectState | None]:
+        """Delete the object (a server-side dry run with ``dry_run``): (False when it was already gone,
+        its state as the answer says: held by finalizers, or gone; None in a dry run)."""
+        followed = self.follow(ref)
+        before = followed.last
+        answer = self.api.delete_object(self.path(ref), dry_run=dry_run)
+        if dry_run:
+            return answer is not None, None
+        return answer is not None, object_state(followed.deleted(answer, before))
+
+    def wait_gone(self, ref: ObjectRef, deadline: float) -> bool:
+        """Wait until the object is gone or ``deadline`` passes (machine_delete: woken by the shared feed)."""
+        return self.follow(ref).wait_gone(deadline)
 
 
 class VolumeObserver:
@@ -232,27 +286,31 @@ class NodeDeletion:
     ``error`` is the server's reason after the retries (None when the Node was deleted).
     ``abandoned`` says why the workflow goes on without the Node (its deletion
     failed past the Machine's node-deletion timeout). ``machine`` carries the
-    recorded failure; ``written`` names the stages written.
+    recorded failure; ``written`` names the stages written. ``answer`` is the
+    API server's answer to the DELETE that went through (``KubeApi.delete_object``:
+    the Node while finalizers hold it; a Status, ``{}`` or None once it is gone).
     """
 
     machine: dict
     error: str | None = None
     abandoned: str | None = None
     written: list[str] = field(default_factory=list)
+    answer: dict | None = None
 
 
-def _delete_with_retries(api: KubeApi, path: str) -> ApiError | None:
-    """Delete ``path``, retrying every 2 s for 10 s on the transport's clock; the last error, or None."""
+def _delete_with_retries(api: KubeApi, path: str) -> tuple[ApiError | None, dict | None]:
+    """Delete ``path``, retrying every 2 s for 10 s on the transport's clock; (the last error, or None;
+    the answer to the DELETE that went through: ``KubeApi.delete_object``'s)."""
     retry_until = api.monotonic() + NODE_DELETE_RETRY_SECONDS
     while True:
         try:
-            api.delete(path)
+            answer = api.delete_object(path)
         except ApiError as exc:
             error = exc
         else:
-            return None
+            return None, answer
         if api.monotonic() + NODE_DELETE_RETRY_INTERVAL > retry_until:
-            return error
+            return error, None
         api.sleep(NODE_DELETE_RETRY_INTERVAL)
 
 
@@ -268,9 +326,9 @@ def delete_node(api: KubeApi, machine: dict, flavour: Flavour, node_api: KubeApi
     """
     node_name = flavour.node_name(machine)
     path = node_path(node_name)
-    error = _delete_with_retries(node_api or api, path)
+    error, answer = _delete_with_retries(node_api or api, path)
     if error is None:
-        return NodeDeletion(machine=machine)
+        return NodeDeletion(machine=machine, answer=answer)
     reason = error.message
     machine, written = record_stage(api, machine, flavour, Stage(STAGE_NODE_DELETE_FAILED))
     emit_event(api, machine, "Warning", "FailedDeleteNode", f"error deleting Machine's Node: error deleting node {node_name}: {reason}")

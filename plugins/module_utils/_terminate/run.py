@@ -20,7 +20,6 @@ from ansible_collections.lifecycle.machine.plugins.module_utils._drain.rules imp
 from ansible_collections.lifecycle.machine.plugins.module_utils._errors import MachineError
 from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.client import KubeApi
 from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.errors import ApiError, Cancelled, ran_out_of_time, unanswered_cluster
-from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.watch import wait_until_gone
 from ansible_collections.lifecycle.machine.plugins.module_utils._machine.api import (
     DeletionRecorder,
     get_machine,
@@ -28,6 +27,7 @@ from ansible_collections.lifecycle.machine.plugins.module_utils._machine.api imp
     require_namespace,
     wait_for_machine,
 )
+from ansible_collections.lifecycle.machine.plugins.module_utils._machine.deletion import ObjectState
 from ansible_collections.lifecycle.machine.plugins.module_utils._machine.flavour import CAPI_GROUP, PRE_TERMINATE, flavour_for, machine_label
 from ansible_collections.lifecycle.machine.plugins.module_utils._machine.scope import MachineScope
 from ansible_collections.lifecycle.machine.plugins.module_utils._machine.waits import followed_deletion
@@ -97,7 +97,10 @@ class Termination:
         # What the messages call the task's time (whole seconds).
         self.wait_timeout = max(0, round(self.deadline - started)) if api.deadline is not None else request.wait_timeout
         self.report = Report(machine, self.flavour, started=started, started_at=now(), check_mode=request.check_mode)
+        # The referenced objects and the Node, looked at after each step and wait: in a machine_delete
+        # task from the task's shared feeds (no request of this Machine's own), else a GET each look.
         self.objects = terminate_api.ReferencedObjects(api)
+        self.nodes = terminate_api.NodeReads()
         self._node_api: KubeApi | None = None
         self.volumes = terminate_api.VolumeObserver(
             api, self.flavour, rules=request.rules, use_cluster_rules=request.use_cluster_rules, node_side=self.node_api
@@ -150,6 +153,7 @@ class Termination:
             node_side=self.node_api,
             dry_run=self.request.check_mode,
             view=self.view,
+            read_node=self.nodes.read,
         )
         if facts.machine is not None:
             found = self.flavour.node_name(facts.machine)
@@ -206,8 +210,9 @@ class Termination:
             self.observe_object(decision, facts)
         return facts
 
-    def observe_object(self, decision: Decision, facts: Facts) -> None:
-        state = self.objects.state(decision.target)
+    def observe_object(self, decision: Decision, facts: Facts, state: ObjectState | None = None) -> None:
+        """The decision's object as now known (``state``: as the answer to its deletion said)."""
+        state = self.objects.state(decision.target) if state is None else state
         self.report.seen(object_key(decision.target), state.exists)
         if decision.action in INFRASTRUCTURE_ACTIONS:
             facts.infrastructure = state
@@ -271,12 +276,14 @@ class Termination:
         if action == RELEASE:
             return self.release(facts)
         key = object_key(decision.target)
-        if self.objects.delete(decision.target, dry_run=dry_run):
+        existed, state = self.objects.delete(decision.target, dry_run=dry_run)
+        if existed:
             self.report.wrote(f"delete {key}")
             if dry_run:
                 self.report.assume_gone(key)
         if not dry_run:
-            self.observe_object(decision, facts)
+            # The answer to the DELETE is the server's word on it: held by finalizers, or gone.
+            self.observe_object(decision, facts, state)
         return facts
 
     def delete_node(self, facts: Facts) -> Facts:
@@ -293,7 +300,8 @@ class Termination:
         facts.machine = outcome.machine
         if outcome.error is None:
             self.report.wrote(f"delete Node {node_name}")
-            facts.node = terminate_api.get_node(self.node_api(), node_name)
+            # The answer to the DELETE says whether the Node went or finalizers hold it: no read after it.
+            facts.node = self.nodes.follow(self.node_api(), node_name).deleted(outcome.answer, facts.node)
             self.report.seen(node_key(node_name), facts.node is not None)
             return facts
         self.report.wrote(*outcome.written)
@@ -355,7 +363,7 @@ class Termination:
             satisfied = _gone if action == WAIT_GONE else self.past_pre_terminate
             current, done = wait_for_machine(self.api, machine, satisfied, self.deadline)
             return done, current
-        _current, gone = wait_until_gone(self.api, self.objects.path(decision.target), self.deadline)
+        gone = self.objects.wait_gone(decision.target, self.deadline)
         if gone:
             self.report.seen(object_key(decision.target), False)
         return gone, machine

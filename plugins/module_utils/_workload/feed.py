@@ -26,6 +26,13 @@ them decides anything the API server does not check again:
   controller's own cache gives it. A Pod of a Namespace the feed has not seen yet makes the
   drain list the Namespaces itself.
 
+The termination of each Machine also follows its Node (each workload connection's feed of
+Nodes) and its InfraMachine and bootstrap config (the management connection's feed of each
+kind's collection in each namespace) through :class:`SharedObject`, instead of a GET per
+look. Only what the server has said counts as gone: an object the feed never showed is
+read (GET) rather than taken as absent, the answer to the task's own DELETE says whether
+it went, and a copy older than one already seen is never taken over a newer one.
+
 Only ``machine_delete`` shares them (``KubeApi.share_views``); ``machine_drain`` and
 ``machine_terminate`` alone read as before. When a feed cannot run (no permission to list
 or watch, say), what it would have answered is read from the API server as before.
@@ -37,13 +44,16 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
+from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.errors import Cancelled
 from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.paths import resource_path
-from ansible_collections.lifecycle.machine.plugins.module_utils._machine.feed import ObjectFeed
+from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.watch import wait_until_gone
+from ansible_collections.lifecycle.machine.plugins.module_utils._machine.feed import ObjectFeed, version_of
 
 NAMESPACES = resource_path("v1", "namespaces")
 BUDGETS = resource_path("policy/v1", "poddisruptionbudgets")
 VOLUME_ATTACHMENTS = resource_path("storage.k8s.io/v1", "volumeattachments")
 PERSISTENT_VOLUMES = resource_path("v1", "persistentvolumes")
+NODES = resource_path("v1", "nodes")
 # The name the transport keeps each connection's feeds under (KubeApi.shared_view).
 VIEW_KEY = "lifecycle.machine/cluster-feeds"
 
@@ -67,6 +77,9 @@ class ClusterFeeds:
 
     def persistent_volumes(self) -> ObjectFeed:
         return self.feed(PERSISTENT_VOLUMES, "v1", "PersistentVolume")
+
+    def nodes(self) -> ObjectFeed:
+        return self.feed(NODES, "v1", "Node")
 
     def feed(self, collection: str, api_version: str, kind: str, *, every_namespace: bool = False) -> ObjectFeed:
         """The feed of ``collection`` (a path: a namespace's collection, or every namespace's), made once."""
@@ -100,3 +113,124 @@ def shared_or_listed(api: Any, which: Callable[[ClusterFeeds], ObjectFeed], path
     """The objects of the feed ``which`` picks on ``api``'s cluster, or, without one, a LIST of ``path``."""
     shared = shared_items(api, which)
     return shared if shared is not None else api.list(path)
+
+
+# How often a wait on a feed looks at the run's cancellation and deadline (seconds) between changes.
+WAIT_LOOK_SECONDS = 1.0
+
+
+def _uid(obj: dict | None) -> str | None:
+    return ((obj or {}).get("metadata") or {}).get("uid")
+
+
+def went_with(answer: dict | None) -> bool:
+    """Whether the answer to a DELETE (``KubeApi.delete_object``) says the object is gone: None (it
+    was gone already), a Status, or the object as it was removed (no finalizers, no grace period
+    left); not while finalizers (or a grace period) hold it."""
+    if not answer or answer.get("kind") == "Status":
+        return True
+    meta = answer.get("metadata") or {}
+    return not meta.get("finalizers") and not meta.get("deletionTimestamp")
+
+
+class SharedObject:
+    """One object a Machine's termination keeps looking at (its Node, InfraMachine or bootstrap
+    config), at ``path`` through ``api``: in a ``machine_delete`` task from the task's shared feed of
+    its collection on that connection (``which`` picks it), else (or when the feed cannot answer) a GET.
+
+    A feed is as fresh as its watch, as the Machine controller's cache is. What it must never do is
+    let the termination believe an object gone that the server did not say is gone (that would skip
+    its deletion, or open a step early), so:
+
+    - an object the feed shows is taken as it is, unless a newer copy of it is known (never backwards);
+    - an object the feed does not show is gone only when the server said so: the feed had shown it
+      (the watch delivered its deletion), a GET found nothing, or the answer to this task's DELETE
+      said it went; otherwise (say, the object was made after the feed's LIST and the watch has not
+      delivered it yet, or the feed cannot tell) it is read with a GET;
+    - once this task's DELETE removed it, a lagging copy of the same object (its uid) is not taken
+      for it again.
+    """
+
+    def __init__(self, api: Any, path: str, which: Callable[[ClusterFeeds], ObjectFeed] | None):
+        self.api = api
+        self.path = path
+        self.name = path.rpartition("/")[2]
+        self.which = which
+        # The object as last known (None: gone or not there), and whether that is the server's word yet.
+        self.last: dict | None = None
+        self.known = False
+        # Whether the feed has shown the object of ``last`` (then its absence there is the watch's word).
+        self.in_feed = False
+        self.gone_uid: str | None = None
+
+    def feed(self) -> ObjectFeed | None:
+        feeds = cluster_feeds(self.api) if self.which is not None else None
+        if feeds is None:
+            return None
+        found = self.which(feeds)
+        return found if found.ready() else None
+
+    def read(self) -> dict | None:
+        """The object as now known; None when it is gone (or was never there)."""
+        feed = self.feed()
+        if feed is None:
+            return self.get()
+        _known, obj = feed.get(self.name)
+        if obj is not None and _uid(obj) is not None and _uid(obj) == self.gone_uid:
+            obj = None  # the copy of what this task's DELETE removed, before the watch tells it went
+        if obj is not None:
+            if self.last is not None and _uid(obj) == _uid(self.last) and (version_of(obj) or 0) < (version_of(self.last) or 0):
+                return self.last  # the feed has not caught up with what was read or written here
+            self.last, self.known, self.in_feed = obj, True, True
+            return obj
+        if self.known and (self.last is None or self.in_feed):
+            # Gone by the server's word: a GET, the DELETE's answer or the watch (which had shown it) said so.
+            self.last = None
+            return None
+        return self.get()
+
+    def get(self) -> dict | None:
+        """Read with a GET (the server's word)."""
+        self.last, self.known, self.in_feed = self.api.get(self.path), True, False
+        return self.last
+
+    def deleted(self, answer: dict | None, before: dict | None) -> dict | None:
+        """Take the answer to this task's DELETE (``KubeApi.delete_object``) of ``before`` (the object as
+        known when deleted): the object as it is now (held by finalizers), or None when it went."""
+        if went_with(answer):
+            self.gone_uid = _uid(before) or _uid(self.last)
+            self.last, self.known = None, True
+            return None
+        self.last, self.known = answer, True
+        return answer
+
+    def wait_gone(self, deadline: float) -> bool:
+        """Wait until the object is gone (by :meth:`read`'s rules) or ``deadline`` (the transport's clock)
+        passes; woken by each change the feed hears. Without a feed, a watch of the object (as before)."""
+        feed = self.feed()
+        if feed is None:
+            _obj, gone = wait_until_gone(self.api, self.path, deadline)
+            if gone:
+                self.last, self.known, self.in_feed = None, True, False
+            return gone
+        changed = threading.Event()
+
+        def listener(_kind: str, _obj: Any) -> None:
+            changed.set()
+
+        if not feed.listen(listener):
+            _obj, gone = wait_until_gone(self.api, self.path, deadline)
+            return gone
+        try:
+            while True:
+                changed.clear()
+                if self.read() is None:
+                    return True
+                left = deadline - self.api.monotonic()
+                if left <= 0:
+                    return False
+                if self.api.cancelled:
+                    raise Cancelled("the run was cancelled")
+                changed.wait(min(WAIT_LOOK_SECONDS, left))
+        finally:
+            feed.unlisten(listener)

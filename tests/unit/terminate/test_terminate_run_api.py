@@ -118,11 +118,12 @@ def test_referenced_objects_are_found_through_discovery_once() -> None:
     assert objects.path(infrastructure) == INFRASTRUCTURE
     assert objects.path(flavour.bootstrap_ref(machine)) == BOOTSTRAP
     assert objects.state(infrastructure) == ObjectState(exists=True, finalizers=("example.com/hold",))
-    assert objects.delete(infrastructure) is True
+    # The answer to the DELETE says what became of it: held by its finalizer.
+    assert objects.delete(infrastructure) == (True, ObjectState(exists=True, deleting=True, finalizers=("example.com/hold",)))
     assert objects.state(infrastructure) == ObjectState(exists=True, deleting=True, finalizers=("example.com/hold",))
     world.fake.finish(INFRASTRUCTURE)
     assert objects.state(infrastructure) == ObjectState(exists=False)
-    assert objects.delete(infrastructure) is False
+    assert objects.delete(infrastructure) == (False, ObjectState(exists=False))
 
 
 def test_a_reference_to_an_unserved_kind_fails_clearly() -> None:

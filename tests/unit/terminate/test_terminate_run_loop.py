@@ -4,6 +4,8 @@ mode, the repeated-write guard, and failures that carry the partial result."""
 
 from __future__ import annotations
 
+import copy
+
 import pytest
 from fake_kube import FakeKube
 from terminate_run_world import BOOTSTRAP, CAPI, INFRASTRUCTURE, NAME, NODE, NODE_PATH, NS, OPENSHIFT, World, conditions, steps
@@ -313,17 +315,22 @@ def test_check_mode_reports_a_node_deletion_that_would_fail() -> None:
 def test_a_write_that_keeps_not_taking_effect_stops_the_run() -> None:
     world = World(OPENSHIFT)
     world.machine()
-    node = world.stored(NODE_PATH)
+    world.fake.delete(NODE_PATH)  # nothing left but the release
+    patch = world.fake.patch
 
-    def recreate_the_node(method: str, path: str) -> None:
-        if (method, path) == ("GET", NODE_PATH) and NODE_PATH not in world.fake.objects:
-            world.fake.put(NODE_PATH, node)
+    def finalizer_put_back(path: str, body, **options) -> dict:
+        """Something (a mutating webhook, say) puts the finalizer back as it is removed: the answer shows it still there."""
+        answer = patch(path, body, **options)
+        if path.endswith(f"/machines/{NAME}"):
+            answer = copy.deepcopy(answer)
+            answer["metadata"]["finalizers"] = [OPENSHIFT_FINALIZER]
+            answer = world.fake.put(path, answer)
+        return answer
 
-    world.fake.on_request = recreate_the_node
+    world.fake.patch = finalizer_put_back
     error = failure(world, instance_terminated=True)
-    assert error.msg == f"Machine {NS}/{NAME}: node did not take effect after {MAX_REPEATED_WRITES} attempts"
-    assert world.fake.requests.count(("DELETE", NODE_PATH)) == MAX_REPEATED_WRITES
-    assert error.result["actions"].count(f"delete Node {NODE}") == MAX_REPEATED_WRITES
+    assert error.msg == f"Machine {NS}/{NAME}: release did not take effect after {MAX_REPEATED_WRITES} attempts"
+    assert error.result["actions"].count(f"remove finalizer {OPENSHIFT_FINALIZER}") == MAX_REPEATED_WRITES
 
 
 def test_an_api_error_mid_run_fails_with_the_partial_result() -> None:

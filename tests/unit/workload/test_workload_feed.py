@@ -5,10 +5,20 @@ watches themselves run against the real API server (tests/integration/test_delet
 
 from __future__ import annotations
 
+import threading
+
 from fake_kube import FakeKube
 
 from ansible_collections.lifecycle.machine.plugins.module_utils._machine.feed import ObjectFeed
-from ansible_collections.lifecycle.machine.plugins.module_utils._workload.feed import BUDGETS, ClusterFeeds, cluster_feeds, shared_items
+from ansible_collections.lifecycle.machine.plugins.module_utils._workload.feed import (
+    BUDGETS,
+    NODES,
+    ClusterFeeds,
+    SharedObject,
+    cluster_feeds,
+    shared_items,
+    went_with,
+)
 
 
 def budget(namespace: str, name: str, version: str, allowed: int = 1) -> dict:
@@ -101,3 +111,104 @@ def test_one_feed_per_collection_and_all_stop_together() -> None:
     assert not rules.every_namespace and feeds.budgets().every_namespace
     feeds.stop()
     assert all(found._stopped.is_set() for found in (rules, feeds.budgets(), feeds.namespaces()))
+
+
+# -- one object followed through a shared feed (SharedObject) ------------------------------------
+
+NODE_PATH = f"{NODES}/w-1"
+
+
+def node(version: str, uid: str = "u-1", **meta) -> dict:
+    return {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "w-1", "uid": uid, "resourceVersion": version, **meta}}
+
+
+class Sharing(FakeKube):
+    """A transport that shares one Node feed (fed by hand: the stand-in runs no background watch)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.feeds = ClusterFeeds(self)
+        self.nodes = self.feeds._feeds[NODES] = Listening(self, NODES, "v1", "Node", lambda _obj: True)
+
+    def shared_view(self, _key, _make):
+        return self.feeds
+
+
+def followed(fake: FakeKube) -> SharedObject:
+    return SharedObject(fake, NODE_PATH, lambda feeds: feeds.nodes())
+
+
+def test_an_object_the_feed_shows_costs_no_request_and_never_goes_backwards() -> None:
+    fake = Sharing()
+    fake.nodes._on_event({"type": "ADDED", "object": node("5")})
+    seen = followed(fake)
+    assert seen.read()["metadata"]["resourceVersion"] == "5"
+    seen.last = node("9")  # read or written here since: newer than the feed's copy
+    assert seen.read()["metadata"]["resourceVersion"] == "9"
+    fake.nodes._on_event({"type": "MODIFIED", "object": node("10")})
+    assert seen.read()["metadata"]["resourceVersion"] == "10"
+    assert fake.requests == []
+
+
+def test_only_the_server_says_an_object_is_gone() -> None:
+    fake = Sharing()
+    fake.put(NODE_PATH, node("1"))  # made after the feed's LIST: the feed does not show it yet
+    seen = followed(fake)
+    assert seen.read() is not None and fake.requests == [("GET", NODE_PATH)]
+    assert seen.read() is not None and len(fake.requests) == 2  # still not in the feed: read again
+    fake.nodes._on_event({"type": "ADDED", "object": node("7")})
+    assert seen.read()["metadata"]["resourceVersion"] == "7" and len(fake.requests) == 2
+    fake.nodes._on_event({"type": "DELETED", "object": node("8")})
+    assert seen.read() is None and len(fake.requests) == 2  # the watch, which had shown it, said it went
+
+
+def test_an_object_never_seen_is_read_once_then_watched_for() -> None:
+    fake = Sharing()
+    seen = followed(fake)
+    assert seen.read() is None and fake.requests == [("GET", NODE_PATH)]
+    assert seen.read() is None and len(fake.requests) == 1
+    fake.nodes._on_event({"type": "ADDED", "object": node("3", uid="u-2")})
+    assert seen.read()["metadata"]["uid"] == "u-2"
+
+
+def test_the_answer_to_a_delete_says_whether_it_went() -> None:
+    fake = Sharing()
+    fake.nodes._on_event({"type": "ADDED", "object": node("5")})
+    seen = followed(fake)
+    before = seen.read()
+    assert seen.deleted({"kind": "Status", "status": "Success"}, before) is None
+    assert seen.read() is None  # the feed's lagging copy of the same Node is not taken for it
+    fake.nodes._on_event({"type": "ADDED", "object": node("9", uid="u-2")})
+    assert seen.read()["metadata"]["uid"] == "u-2"  # a new Node of that name is
+    held = node("12", uid="u-2", deletionTimestamp="2026-11-27T00:00:00Z", finalizers=["example.com/x"])
+    assert seen.deleted(held, seen.last) == held and seen.read() == held
+    assert fake.requests == []
+
+
+def test_went_with_reads_the_answers_of_a_delete() -> None:
+    assert went_with(None) and went_with({}) and went_with({"kind": "Status"})
+    assert went_with(node("5"))  # the object as it was removed
+    assert not went_with(node("5", deletionTimestamp="2026-11-27T00:00:00Z", finalizers=["f"]))
+
+
+def test_waiting_for_an_object_to_go_wakes_on_the_feed() -> None:
+    fake = Sharing()
+    fake.nodes._on_event({"type": "ADDED", "object": node("5")})
+    seen = followed(fake)
+    seen.read()
+    timer = threading.Timer(0.05, lambda: fake.nodes._on_event({"type": "DELETED", "object": node("6")}))
+    timer.start()
+    try:
+        assert seen.wait_gone(fake.monotonic() + 5)
+    finally:
+        timer.join()
+    assert fake.requests == []
+
+
+def test_without_a_shared_feed_every_look_is_a_get() -> None:
+    fake = FakeKube()
+    fake.put(NODE_PATH, node("1"))
+    seen = followed(fake)
+    seen.read()
+    seen.read()
+    assert fake.requests == [("GET", NODE_PATH), ("GET", NODE_PATH)]
