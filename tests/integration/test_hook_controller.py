@@ -309,6 +309,64 @@ def test_machine_gone_while_waiting_is_skipped(*, flavour, namespace, make_machi
     assert controller.work_done() == []
 
 
+def test_an_event_is_served_at_once_and_a_failed_work_keeps_the_hook(*, flavour, namespace, make_machine, run_playbook, run_module, kube, tmp_path) -> None:
+    """The event entry point, as the serve_gate playbook of a rulebook runs it
+    (``tasks_from: serve_event``) and as the main entry point given
+    ``hook_controller_event``: the event is the read, the work runs at once; a
+    failure keeps the hook and records it, the next event serves the Machine, and
+    an event of a Machine whose hook is gone runs nothing."""
+    machine = make_machine(namespace, hooks={"preTerminate": [("flush-logs", OWNER)]})["metadata"]["name"]
+    mark_for_deletion(kube, flavour, namespace, machine)
+    record_drained(kube, flavour, namespace, machine)
+    controller = Controller(tmp_path, run_playbook, namespace, "preTerminate")
+
+    def event() -> dict:
+        (read,) = run_module("machine_info", {"machine": machine, "namespace": namespace})["machines"]
+        return {"point": "preTerminate", "hook": {"name": "flush-logs", "owner": OWNER}, "gate": "drained", "reason": "watch", "machine": read}
+
+    # From a rulebook: serve_gate.yml with the event as ansible_eda, the work failing.
+    serve_gate = Path(__file__).resolve().parents[2] / "playbooks" / "serve_gate.yml"
+    gate_vars = {"serve_gate_tasks_file": str(tmp_path / "tasks.yml"), "work_log": str(controller.work_log), "broken_dir": str(controller.broken)}
+    controller.break_work(machine)
+    failed = run_playbook(serve_gate, {**gate_vars, "ansible_eda": {"event": {"machine_gate": event()}}})
+    assert failed.returncode != 0
+    assert f"The preTerminate hook flush-logs failed on {namespace}/{machine}" in failed.stdout
+    assert hooks_of(kube, flavour, namespace, machine, "preTerminate") == {"flush-logs": OWNER}
+    condition = condition_of(kube, flavour, namespace, machine, "PreTerminateFlushLogsSucceeded")
+    assert (condition["status"], condition["reason"]) == ("False", "HookFailed")
+    assert condition["message"] == "Check that the log shipper is reachable: log shipper unreachable"
+    assert [e["type"] for e in events_of(kube, namespace, machine, "HookFailed")] == ["Warning"]
+
+    # The main entry point given the next event of the same gate: served.
+    controller.fix_work(machine)
+    ok(controller.run(hook_controller_event=event()))
+    assert controller.report == {
+        "condition_type": "PreTerminateFlushLogsSucceeded",
+        "hooked": [],
+        "served": [f"{namespace}/{machine}"],
+        "failed": [],
+        "pending": [],
+        "skipped": [],
+    }
+    assert controller.work_done() == [f"{machine} deleting=True drained=True"]
+    assert hooks_of(kube, flavour, namespace, machine, "preTerminate") == {}
+    assert condition_of(kube, flavour, namespace, machine, "PreTerminateFlushLogsSucceeded")["status"] == "True"
+
+    # An event of the Machine as it is now (no hook): nothing runs, nothing changes.
+    version = kube.get(machine_path(flavour, namespace, machine))["metadata"]["resourceVersion"]
+    again = ok(controller.run(hook_controller_event=event()))
+    assert controller.report["skipped"] == [{"machine": f"{namespace}/{machine}", "reason": "being deleted without the hook"}]
+    assert controller.report["served"] == []
+    assert controller.work_done() == [f"{machine} deleting=True drained=True"]
+    assert changed_count(again) == 0
+    assert kube.get(machine_path(flavour, namespace, machine))["metadata"]["resourceVersion"] == version
+
+    # Without an event, the playbook refuses before anything is read.
+    refused = run_playbook(serve_gate, gate_vars)
+    assert refused.returncode != 0
+    assert "ansible_eda.event.machine_gate is missing" in refused.stdout
+
+
 def test_bad_inputs_fail_before_touching_machines(*, flavour, namespace, make_machine, run_playbook, kube, tmp_path) -> None:
     machine = make_machine(namespace)["metadata"]["name"]
     version = kube.get(machine_path(flavour, namespace, machine))["metadata"]["resourceVersion"]
