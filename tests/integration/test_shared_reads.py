@@ -1,7 +1,9 @@
 """What the Machines of one machine_delete task share of a whole cluster (plugins/module_utils/_workload/feed.py:
 the Namespaces, PodDisruptionBudgets, VolumeAttachments, PersistentVolumes and MachineDrainRules, listed once
-and watched), against the real API server: a budget two Machines' Pods share is never let go further than the
-eviction API allows, and a change the watch delivers (a VolumeAttachment going) ends a wait at once.
+and watched; the Nodes, InfraMachines and bootstrap configs each Machine's termination follows), against the real
+API server: a budget two Machines' Pods share is never let go further than the eviction API allows, a change the
+watch delivers (a VolumeAttachment going, an InfraMachine's finalizer removed) ends a wait at once, and a Node held
+by a finalizer counts as being deleted by the answer to its DELETE.
 The request counts are measured by benchmarks/delete_machines.py."""
 
 from __future__ import annotations
@@ -9,7 +11,7 @@ from __future__ import annotations
 import time
 
 import pytest
-from khelpers import pod_is_ready, wait_for
+from khelpers import FAKE_MACHINES, pod_is_ready, put_fake_object, wait_for
 from test_machine_drain import GRACE, create_pdb, evictions, in_background
 
 V1BETA2 = pytest.mark.parametrize("flavour", ["v1beta2"], indirect=True)
@@ -93,3 +95,57 @@ def test_a_volume_attachment_going_ends_the_volume_wait_as_the_watch_delivers_it
         assert time.monotonic() - gone < 30
     finally:
         kube.delete(f"{VOLUME_ATTACHMENTS}/va-{node}")
+
+
+HOLD = "example.com/hold"
+
+
+@V1BETA2
+def test_an_infra_machine_held_by_a_finalizer_holds_the_node_until_the_watch_says_it_went(
+    *, flavour, kube, namespace, machine_node, run_module, audit_events
+) -> None:
+    """The termination follows the InfraMachine through the task's shared feed (no GET per look, no watch
+    of its own): its deletion is waited for, the Node stays meanwhile, and the wait ends as the feed hears it went."""
+    machine, node = machine_node()
+    infrastructure = put_fake_object(kube, FAKE_MACHINES.format(ns=namespace), machine, finalizers=(HOLD,))
+    params = {"machines": [{"name": machine, "namespace": namespace}], "machine_controller": "absent", "terminate_timeout": 120, "wait_sleep": 1}
+    thread, box = in_background(run_module, "machine_delete", params)
+    try:
+        wait_for(lambda: ((kube.get(infrastructure) or {}).get("metadata") or {}).get("deletionTimestamp"), what="the InfraMachine's deletion")
+        time.sleep(2)
+        assert kube.get(f"/api/v1/nodes/{node}") is not None, "the Node stays while its InfraMachine is being deleted"
+        assert thread.is_alive(), "the deletion waits for the InfraMachine"
+    finally:
+        kube.patch(infrastructure, {"metadata": {"finalizers": None}})
+    released = time.monotonic()
+    thread.join(timeout=120)
+    assert not thread.is_alive()
+    result = box["result"]
+    assert not result.get("failed"), result.get("msg")
+    assert result["completed"], result["progress"]
+    assert kube.get(f"/api/v1/nodes/{node}") is None
+    assert time.monotonic() - released < 30
+    # The InfraMachine was deleted once, and the Node only after it went.
+    deletes = [e for e in audit_events(namespace=namespace, resource="fakemachines", verb="delete") if e["objectRef"].get("name") == machine]
+    assert len([e for e in deletes if (e.get("userAgent") or "").startswith("lifecycle.machine")]) == 1
+    node_deleted = [e for e in audit_events(resource="nodes", verb="delete") if e["objectRef"].get("name") == node]
+    assert node_deleted and all(e["requestReceivedTimestamp"] >= deletes[-1]["requestReceivedTimestamp"] for e in node_deleted)
+
+
+@V1BETA2
+def test_a_node_held_by_a_finalizer_is_being_deleted_by_the_answer_to_its_deletion(*, flavour, kube, namespace, machine_node, run_module) -> None:
+    """The answer to the Node's DELETE (the Node, held by its finalizer) says it is being deleted: the Machine is
+    released as before, when a GET after the DELETE said so."""
+    machine, node = machine_node()
+    path = f"/api/v1/nodes/{node}"
+    kube.patch(path, {"metadata": {"finalizers": [HOLD]}})
+    try:
+        params = {"machines": [{"name": machine, "namespace": namespace}], "machine_controller": "absent", "terminate_timeout": 60, "wait_sleep": 1}
+        result = run_module("machine_delete", params)
+        assert not result.get("failed"), result.get("msg")
+        assert result["completed"], result["progress"]
+        held = kube.get(path)
+        assert held is not None and held["metadata"].get("deletionTimestamp")
+        assert kube.get(f"/apis/cluster.x-k8s.io/v1beta2/namespaces/{namespace}/machines/{machine}") is None
+    finally:
+        kube.patch(path, {"metadata": {"finalizers": None}})
