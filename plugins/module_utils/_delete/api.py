@@ -19,6 +19,7 @@ from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.errors impo
 from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.paths import resource_path
 from ansible_collections.lifecycle.machine.plugins.module_utils._machine.flavour import flavour_for
 from ansible_collections.lifecycle.machine.plugins.module_utils._workload.api import node_api, workload_of
+from ansible_collections.lifecycle.machine.plugins.module_utils._workload.feed import BUDGETS, NODES
 from ansible_collections.lifecycle.machine.plugins.module_utils._workload.logic import WorkloadSettings
 
 # The Pods that hold room on their Node (those that ended do not).
@@ -100,8 +101,8 @@ def read_batch(api: KubeApi, settings: WorkloadSettings, previews: list[tuple[st
         problems = errors.setdefault(cluster, [])
         pods = [pod for machine in machines if machine["cluster"] == cluster for pod in machine["pods"] if _drained(machine, pod)]
         clusters[cluster] = {
-            "nodes": _listed(side, resource_path("v1", "nodes"), problems, "Nodes"),
-            "budgets": _listed(side, resource_path("policy/v1", "poddisruptionbudgets"), problems, "PodDisruptionBudgets"),
+            "nodes": _listed(side, NODES, problems, "Nodes"),
+            "budgets": _listed(side, BUDGETS, problems, "PodDisruptionBudgets"),
             "controllers": _controllers(side, pods, problems),
             **({"pods": _listed(side, resource_path("v1", "pods"), problems, "Pods", NOT_ENDED)} if any(_recreated(pod) for pod in pods) else {}),
             "errors": problems,

@@ -21,6 +21,7 @@ from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.connect imp
 from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.errors import ApiError, ConfigError
 from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.paths import resource_path
 from ansible_collections.lifecycle.machine.plugins.module_utils._machine.flavour import Flavour, flavour_for, machine_label
+from ansible_collections.lifecycle.machine.plugins.module_utils._workload.feed import NODES
 from ansible_collections.lifecycle.machine.plugins.module_utils._workload.logic import (
     KUBECONFIG,
     MANAGEMENT,
@@ -124,10 +125,12 @@ def check_node_side(api: KubeApi, machine: dict, settings: WorkloadSettings) -> 
     if not node_name:
         if flavour.provider_id(machine):
             # Its Node is looked for by providerID once it is being deleted: the workload cluster must answer.
-            node_api(api, machine, settings, flavour).get(resource_path("v1", "nodes"), limit=1)
+            node_api(api, machine, settings, flavour).get(NODES, limit=1)
         return
     node_side = node_api(api, machine, settings, flavour)
-    node = node_side.get(resource_path("v1", "nodes", None, node_name))
+    # A GET, not the task's shared feed of Nodes: this check is the gate before the Machine is marked for
+    # deletion (a write no resourceVersion guards against a Node that changed), so it takes the server's word.
+    node = node_side.get(f"{NODES}/{node_name}")
     conflict = provider_id_conflict(machine, node, node_side.label or "the management cluster")
     if conflict:
         raise MachineError(conflict + "; the Machine was not marked for deletion")
