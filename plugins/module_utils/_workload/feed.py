@@ -208,22 +208,18 @@ class SharedObject:
         """Wait until the object is gone (by :meth:`read`'s rules) or ``deadline`` (the transport's clock)
         passes; woken by each change the feed hears. Without a feed, a watch of the object (as before)."""
         feed = self.feed()
-        if feed is None:
-            _obj, gone = wait_until_gone(self.api, self.path, deadline)
-            if gone:
-                self.last, self.known, self.in_feed = None, True, False
-            return gone
         changed = threading.Event()
 
         def listener(_kind: str, _obj: Any) -> None:
             changed.set()
 
-        if not feed.listen(listener):
-            _obj, gone = wait_until_gone(self.api, self.path, deadline)
-            return gone
+        if feed is None or not feed.listen(listener):
+            return self._watch_gone(deadline)
         try:
             while True:
                 changed.clear()
+                if self.feed() is None:  # the feed stopped answering (its watch failed): watch the object itself
+                    return self._watch_gone(deadline)
                 if self.read() is None:
                     return True
                 left = deadline - self.api.monotonic()
@@ -234,3 +230,9 @@ class SharedObject:
                 changed.wait(min(WAIT_LOOK_SECONDS, left))
         finally:
             feed.unlisten(listener)
+
+    def _watch_gone(self, deadline: float) -> bool:
+        _obj, gone = wait_until_gone(self.api, self.path, deadline)
+        if gone:
+            self.last, self.known, self.in_feed = None, True, False
+        return gone

@@ -212,3 +212,13 @@ def test_without_a_shared_feed_every_look_is_a_get() -> None:
     seen.read()
     seen.read()
     assert fake.requests == [("GET", NODE_PATH), ("GET", NODE_PATH)]
+
+
+def test_without_a_feed_the_wait_watches_the_object_itself() -> None:
+    fake = FakeKube()
+    assert followed(fake).wait_gone(fake.monotonic() + 5)  # not there: gone at the first read
+    assert fake.requests == [("GET", NODE_PATH)]
+    fake = Sharing()
+    fake.feeds._feeds[NODES] = ObjectFeed(fake, NODES, "v1", "Node", lambda _obj: True)  # runs no watch here: cannot answer
+    assert followed(fake).wait_gone(fake.monotonic() + 5)
+    assert fake.requests == [("GET", NODE_PATH)]
