@@ -13,6 +13,8 @@ print one table row per size:
   infrastructure / bootstrap objects or Events), evictions apart, and the
   shared ones (lists, watches, discovery, Clusters, Secrets, control-plane
   Machines), in total;
+- of those per Machine, the GETs by resource (a Machine's Node, InfraMachine, bootstrap config,
+  the Machine itself), one line per size under the table;
 - the control plane's latency on those requests (audit log,
   requestReceivedTimestamp to stageTimestamp of ResponseComplete; watches
   left out): median and p99, and the CPU seconds kube-apiserver and etcd
@@ -525,6 +527,10 @@ def print_table(rows: list[Row], own_plane: bool) -> None:
         touched = max(1, len(largest.requests.machines))
         each = ", ".join(f"{what} {largest.requests.unnamed[what] / touched:.2f}" for what in sorted(once_each))
         log(f"Naming no Machine but once or more per Machine ({largest.size} Machines), counted in req/Machine: {each}")
+    for row in rows:
+        touched = max(1, len(row.requests.machines))
+        gets = sorted((what.split(" ", 1)[1], n) for what, n in row.requests.named.items() if what.startswith("get "))
+        log(f"GETs per Machine ({row.size} Machines), by resource: {', '.join(f'{what} {n / touched:.2f}' for what, n in gets) or 'none'}")
     if not own_plane:
         log("With --kubeconfig the requests are what that control plane's audit policy logs, which may be a part of them.")
 
