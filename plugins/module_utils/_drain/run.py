@@ -68,8 +68,8 @@ from ansible_collections.lifecycle.machine.plugins.module_utils._machine.api imp
     emit_event,
     find_node_ref,
     get_cluster,
-    get_infrastructure,
     node_steps_skip_reason,
+    ref_path,
     refresh,
     select_machines,
     wait_for_machine,
@@ -91,6 +91,7 @@ from ansible_collections.lifecycle.machine.plugins.module_utils._machine.flavour
     PRE_DRAIN,
     Flavour,
     Hook,
+    ObjectRef,
     flavour_for,
     machine_label,
 )
@@ -100,6 +101,7 @@ from ansible_collections.lifecycle.machine.plugins.module_utils._machine.selecti
 from ansible_collections.lifecycle.machine.plugins.module_utils._machine.waits import followed_deletion
 from ansible_collections.lifecycle.machine.plugins.module_utils._timeutil import now, rfc3339
 from ansible_collections.lifecycle.machine.plugins.module_utils._workload import api as workload
+from ansible_collections.lifecycle.machine.plugins.module_utils._workload.feed import SharedObject, shared_object
 from ansible_collections.lifecycle.machine.plugins.module_utils._workload.logic import provider_id_conflict
 
 Fail = Callable[..., MachineError]
@@ -142,6 +144,10 @@ class DrainGate:
         self.slice_end = slice_end
         # The Machine's workload cluster, where a Node is looked for by providerID.
         self.node_side = node_side or (lambda: api)
+        # The InfraMachine, looked at before each pass while the Machine is being deleted: in a
+        # machine_delete task through the task's shared feed of its kind in its namespace (the one the
+        # termination follows it through), else a GET each look (_workload/feed.SharedObject).
+        self._infrastructure: tuple[ObjectRef, SharedObject] | None = None
 
     @property
     def machine(self) -> dict:
@@ -182,8 +188,22 @@ class DrainGate:
             return reason
         over = node_work_over(self.flavour, self.machine, None)
         if over is None and self.flavour.group == CAPI_GROUP:  # a recorded time or no reference settles it without a read
-            over = node_work_over(self.flavour, self.machine, object_state(get_infrastructure(self.api, self.machine, self.flavour)))
+            over = node_work_over(self.flavour, self.machine, object_state(self.infrastructure()))
         return f"Machine {machine_label(self.machine)}: {over}" if over else None
+
+    def infrastructure(self) -> dict | None:
+        """The InfraMachine as now known; None when the Machine has none, or it is gone.
+
+        Read from the task's shared feed (machine_delete), this is safe: the InfraMachine counts as
+        gone only on the server's word (SharedObject reads what the feed has not shown with a GET),
+        and "being deleted" cannot be undone, so a copy the watch has not caught up with can only
+        hold the skip until a later pass, never skip a drain the server would not."""
+        ref = self.flavour.infrastructure_ref(self.machine)
+        if ref is None:
+            return None
+        if self._infrastructure is None or self._infrastructure[0] != ref:
+            self._infrastructure = (ref, shared_object(self.api, ref_path(self.api, ref), ref.kind))
+        return self._infrastructure[1].read()
 
     def pre_drain(self) -> list[Hook]:
         """Pass the preDrain gate: ``[]`` once it is open; the hooks holding it when the task does not wait.

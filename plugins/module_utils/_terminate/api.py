@@ -50,6 +50,7 @@ from ansible_collections.lifecycle.machine.plugins.module_utils._workload.feed i
     PERSISTENT_VOLUMES,
     VOLUME_ATTACHMENTS,
     SharedObject,
+    shared_object,
     shared_or_listed,
 )
 from ansible_collections.lifecycle.machine.plugins.module_utils._workload.logic import provider_id_conflict
@@ -97,19 +98,6 @@ def observe(
         if conflict:
             raise MachineError(conflict)
     return facts
-
-
-def _api_version_of(path: str) -> str:
-    """The apiVersion a REST path serves (``/api/v1/...``: v1; ``/apis/<group>/<version>/...``: group/version)."""
-    parts = path.strip("/").split("/")
-    return parts[1] if parts[0] == "api" else f"{parts[1]}/{parts[2]}"
-
-
-def shared_object(api: KubeApi, path: str, kind: str) -> SharedObject:
-    """The object at ``path`` (of ``kind``), followed through the task's shared feed of its collection on ``api``'s
-    connection (machine_delete: one LIST and one watch per collection, for every Machine of the task)."""
-    collection, api_version = path.rpartition("/")[0], _api_version_of(path)
-    return SharedObject(api, path, lambda feeds: feeds.feed(collection, api_version, kind))
 
 
 class NodeReads:

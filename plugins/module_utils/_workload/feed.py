@@ -29,7 +29,9 @@ them decides anything the API server does not check again:
 The termination of each Machine also follows its Node (each workload connection's feed of
 Nodes) and its InfraMachine and bootstrap config (the management connection's feed of each
 kind's collection in each namespace) through :class:`SharedObject`, instead of a GET per
-look. Only what the server has said counts as gone: an object the feed never showed is
+look; so does its drain, which looks at the InfraMachine before each pass (gone or being
+deleted ends the drain). The drain's Node read before its cordon stays a GET: the cordon is
+an unguarded merge patch decided from it. Only what the server has said counts as gone: an object the feed never showed is
 read (GET) rather than taken as absent, the answer to the task's own DELETE says whether
 it went, and a copy older than one already seen is never taken over a newer one.
 
@@ -236,3 +238,17 @@ class SharedObject:
         if gone:
             self.last, self.known, self.in_feed = None, True, False
         return gone
+
+
+def _api_version_of(path: str) -> str:
+    """The apiVersion a REST path serves (``/api/v1/...``: v1; ``/apis/<group>/<version>/...``: group/version)."""
+    parts = path.strip("/").split("/")
+    return parts[1] if parts[0] == "api" else f"{parts[1]}/{parts[2]}"
+
+
+def shared_object(api: Any, path: str, kind: str) -> SharedObject:
+    """The object at ``path`` (of ``kind``), followed through the task's shared feed of its collection on ``api``'s
+    connection (machine_delete: one LIST and one watch per collection, for every Machine of the task; the
+    termination's and the drain's looks at a Machine's InfraMachine share it); a GET per look without one."""
+    collection, api_version = path.rpartition("/")[0], _api_version_of(path)
+    return SharedObject(api, path, lambda feeds: feeds.feed(collection, api_version, kind))

@@ -7,14 +7,16 @@ from __future__ import annotations
 import datetime as dt
 
 import pytest
-from drain_run_helpers import CAPI_V2, NODE, NS, OPENSHIFT_V, capi_machine, iso, machine_path, openshift_machine
+from drain_run_helpers import CAPI_V2, INFRA_V1, NODE, NS, OPENSHIFT_V, capi_machine, iso, machine_path, openshift_machine
 from fake_kube import FakeKube
 
 from ansible_collections.lifecycle.machine.plugins.module_utils._drain.gates import drain_skip_reason, drain_timeout_left, pre_drain_hooks
 from ansible_collections.lifecycle.machine.plugins.module_utils._drain.run import DrainGate
 from ansible_collections.lifecycle.machine.plugins.module_utils._errors import MachineError
 from ansible_collections.lifecycle.machine.plugins.module_utils._machine.api import DeletionRecorder
+from ansible_collections.lifecycle.machine.plugins.module_utils._machine.feed import ObjectFeed
 from ansible_collections.lifecycle.machine.plugins.module_utils._machine.flavour import flavour_for
+from ansible_collections.lifecycle.machine.plugins.module_utils._workload.feed import ClusterFeeds
 
 MACHINE = machine_path()
 HOOK_TEXT = "quorum-guard (owner etcd)"
@@ -145,6 +147,66 @@ def test_once_the_pre_terminate_wait_started_the_node_is_never_drained_again() -
         f"Machine {NS}/m1: the wait for preTerminate hooks started at 2026-01-01T00:05:00Z, so the Node is neither drained nor waited for again"
     )
     assert not any("fakemachines" in path for _method, path in fake.requests), "the recorded time is enough: no read"
+
+
+# -- the InfraMachine through the task's shared feed (machine_delete) ------------------------------
+
+INFRA_COLLECTION = f"/apis/{INFRA_V1}/namespaces/{NS}/fakemachines"
+INFRA = f"{INFRA_COLLECTION}/m1"
+
+
+class Listening(ObjectFeed):
+    """A feed that counts as listed and watched (the stand-in runs no background watch: fed by hand)."""
+
+    def ready(self) -> bool:
+        return True
+
+
+class Sharing(FakeKube):
+    """machine_delete's transport: the task's shared feeds, the InfraMachines' collection among them."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.feeds = ClusterFeeds(self)
+        self.infra = self.feeds._feeds[INFRA_COLLECTION] = Listening(self, INFRA_COLLECTION, INFRA_V1, "FakeMachine", lambda _obj: True)
+
+    def shared_view(self, _key, _make):
+        return self.feeds
+
+    def infra_gets(self) -> int:
+        return self.requests.count(("GET", INFRA))
+
+
+def test_in_a_machine_delete_task_the_infra_machine_costs_no_get() -> None:
+    fake = Sharing()
+    gate = gate_for(fake, capi_machine(fake))
+    fake.infra._relist()  # the task's LIST of the collection (shared by every Machine of the namespace)
+    assert gate.drain_skip_reason() is None
+    assert gate.drain_skip_reason() is None, "before each pass"
+    going = fake.put(INFRA, {**fake.objects[INFRA], "metadata": {**fake.objects[INFRA]["metadata"], "deletionTimestamp": "2026-01-01T00:00:00Z"}})
+    fake.infra._on_event({"type": "MODIFIED", "object": going})
+    assert gate.drain_skip_reason() == f"Machine {NS}/m1: FakeMachine {NS}/m1 is being deleted, so its Node is neither drained nor waited for"
+    went = {**going, "metadata": {**going["metadata"], "resourceVersion": str(int(going["metadata"]["resourceVersion"]) + 1)}}
+    fake.infra._on_event({"type": "DELETED", "object": went})
+    assert gate.drain_skip_reason() == f"Machine {NS}/m1: FakeMachine {NS}/m1 is gone, so its Node is neither drained nor waited for"
+    assert fake.infra_gets() == 0
+
+
+def test_an_infra_machine_the_feed_has_not_shown_is_gone_only_on_the_servers_word() -> None:
+    fake = Sharing()
+    fake.infra._relist()  # listed before the InfraMachine was made: the watch has not delivered it yet
+    gate = gate_for(fake, capi_machine(fake))
+    assert gate.drain_skip_reason() is None and fake.infra_gets() == 1, "not in the feed: read, not taken as gone"
+    fake.finish(INFRA)
+    gone = f"Machine {NS}/m1: FakeMachine {NS}/m1 is gone, so its Node is neither drained nor waited for"
+    assert gate.drain_skip_reason() == gone and fake.infra_gets() == 2, "the GET says it went"
+
+
+def test_machine_drain_alone_reads_the_infra_machine_with_a_get_each_look() -> None:
+    fake = FakeKube()  # no shared feeds
+    gate = gate_for(fake, capi_machine(fake))
+    assert gate.drain_skip_reason() is None and gate.drain_skip_reason() is None
+    assert fake.requests.count(("GET", INFRA)) == 2
 
 
 def test_a_held_pre_drain_gate_records_when_the_wait_started() -> None:

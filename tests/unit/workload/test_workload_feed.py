@@ -17,6 +17,7 @@ from ansible_collections.lifecycle.machine.plugins.module_utils._workload.feed i
     SharedObject,
     cluster_feeds,
     shared_items,
+    shared_object,
     went_with,
 )
 
@@ -222,3 +223,18 @@ def test_without_a_feed_the_wait_watches_the_object_itself() -> None:
     fake.feeds._feeds[NODES] = ObjectFeed(fake, NODES, "v1", "Node", lambda _obj: True)  # runs no watch here: cannot answer
     assert followed(fake).wait_gone(fake.monotonic() + 5)
     assert fake.requests == [("GET", NODE_PATH)]
+
+
+def test_shared_object_follows_the_feed_of_its_collection() -> None:
+    """The termination and the drain follow a referenced object (an InfraMachine, say) through one feed per collection."""
+    feeds = ClusterFeeds(FakeKube())
+    infra = shared_object(feeds.api, "/apis/infrastructure.example.com/v1beta1/namespaces/ns/fakemachines/m1", "FakeMachine")
+    found = infra.which(feeds)
+    assert (found.collection, found.api_version, found.kind) == (
+        "/apis/infrastructure.example.com/v1beta1/namespaces/ns/fakemachines",
+        "infrastructure.example.com/v1beta1",
+        "FakeMachine",
+    )
+    assert shared_object(feeds.api, "/apis/infrastructure.example.com/v1beta1/namespaces/ns/fakemachines/m2", "FakeMachine").which(feeds) is found
+    core = shared_object(feeds.api, f"{NODES}/w-1", "Node").which(feeds)
+    assert (core.collection, core.api_version) == (NODES, "v1") and infra.name == "m1"
