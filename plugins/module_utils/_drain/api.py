@@ -51,7 +51,14 @@ from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.watch impor
 from ansible_collections.lifecycle.machine.plugins.module_utils._machine.api import get_node, node_path
 from ansible_collections.lifecycle.machine.plugins.module_utils._machine.flavour import OPENSHIFT_GROUP
 from ansible_collections.lifecycle.machine.plugins.module_utils._machine.nodes import is_node_unreachable, is_unschedulable
-from ansible_collections.lifecycle.machine.plugins.module_utils._workload.feed import cluster_feeds, shared_items, shared_or_listed
+from ansible_collections.lifecycle.machine.plugins.module_utils._workload.feed import (
+    BUDGETS,
+    NAMESPACES,
+    NODES,
+    cluster_feeds,
+    shared_items,
+    shared_or_listed,
+)
 
 CAPI_GROUP = "cluster.x-k8s.io"
 DRAIN_RULES_PLURAL = "machinedrainrules"
@@ -79,7 +86,7 @@ def read_control_plane_gate(api: KubeApi, node_name: str) -> tuple[dict | None, 
     node = get_node(api, node_name)
     if node is None or is_unschedulable(node) or not is_control_plane_node(node):
         return node, [], set()
-    others = cordoned_control_plane_nodes(node, api.list(resource_path("v1", "nodes")))
+    others = cordoned_control_plane_nodes(node, api.list(NODES))
     deleting = set()
     for machine in {node_machine(other) for other in others} - {None}:
         namespace, name = machine.split("/")
@@ -140,7 +147,7 @@ class PodContext:
                 return found
             # A Namespace the task's feed has not seen yet (just made): listed, as without the feed.
         if self._namespaces is None or not wanted <= set(self._namespaces):
-            listed = self._api.list(resource_path("v1", "namespaces"))
+            listed = self._api.list(NAMESPACES)
             self._namespaces = {ns["metadata"]["name"]: ns for ns in listed}
         return self._namespaces
 
@@ -229,7 +236,7 @@ def list_budgets(api: KubeApi) -> list[dict]:
     if shared is not None:
         return shared
     try:
-        return api.list(resource_path("policy/v1", "poddisruptionbudgets"))
+        return api.list(BUDGETS)
     except ApiError:
         return []
 
@@ -383,6 +390,8 @@ def drain_pass(
         node, pods, watched_budgets = observed.snapshot()
         budget_versions = DrainView(None, [], watched_budgets).budget_versions()
     else:
+        # A GET, never the task's shared feed of Nodes: the cordon below is an unguarded merge
+        # patch decided from this read, so it takes the server's word, not a watch's copy.
         node, pods, watched_budgets = get_node(api, node_name), None, None
     if node is None:
         return DrainPass(node=None)
@@ -461,7 +470,6 @@ def wait_for_pods(api: KubeApi, node_name: str, resource_version: str | None, wa
     return stopped[0] if stopped else outcome
 
 
-BUDGETS_PATH = resource_path("policy/v1", "poddisruptionbudgets")
 # A watch of the drain is opened again this often, so that a stopped drain's watches end soon.
 NODE_WATCH_SECONDS = 30
 # How often a pause looks whether the run was cancelled.
@@ -509,16 +517,16 @@ class NodeWatch:
             watch._feed = feed
         else:
             try:
-                budgets, budgets_version = api.list_with_version(BUDGETS_PATH)
+                budgets, budgets_version = api.list_with_version(BUDGETS)
             except ApiError:
                 return None
             watch.view = DrainView(drain.node, drain.pods, budgets)
         pods_version = drain.resource_version
         # resourceVersions are the store's revisions, shared by every resource: the Node is watched from the Pods' list.
         watch._spawn("pods", resource_path("v1", "pods"), f"spec.nodeName={node_name}", pods_version, feed=watch.view.pod_event, relist=watch._relist_pods)
-        watch._spawn("nodes", resource_path("v1", "nodes"), f"metadata.name={node_name}", pods_version, feed=watch.view.node_event, relist=watch._relist_node)
+        watch._spawn("nodes", NODES, f"metadata.name={node_name}", pods_version, feed=watch.view.node_event, relist=watch._relist_node)
         if budgets_version:
-            watch._spawn("budgets", BUDGETS_PATH, None, budgets_version, feed=watch.view.budget_event, relist=watch._relist_budgets)
+            watch._spawn("budgets", BUDGETS, None, budgets_version, feed=watch.view.budget_event, relist=watch._relist_budgets)
         return watch
 
     @property
@@ -569,7 +577,7 @@ class NodeWatch:
         return self._stopped.is_set(), version
 
     def _relist_node(self) -> tuple[bool, str | None]:
-        nodes, version = self.api.list_with_version(resource_path("v1", "nodes"), field_selector=f"metadata.name={self.node_name}")
+        nodes, version = self.api.list_with_version(NODES, field_selector=f"metadata.name={self.node_name}")
         with self._cond:
             reason = self.view.node_event("MODIFIED", nodes[0]) if nodes else self.view.node_event("DELETED", {})
             if reason is not None:
@@ -582,7 +590,7 @@ class NodeWatch:
             return self.view.snapshot()
 
     def _relist_budgets(self) -> tuple[bool, str | None]:
-        budgets, version = self.api.list_with_version(BUDGETS_PATH)
+        budgets, version = self.api.list_with_version(BUDGETS)
         with self._cond:
             if self.view.replace_budgets(budgets) is not None:
                 self._cond.notify_all()
