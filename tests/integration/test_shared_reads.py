@@ -1,6 +1,6 @@
 """What the Machines of one machine_delete task share of a whole cluster (plugins/module_utils/_workload/feed.py:
 the Namespaces, PodDisruptionBudgets, VolumeAttachments, PersistentVolumes and MachineDrainRules, listed once
-and watched; the Nodes, InfraMachines and bootstrap configs each Machine's termination follows), against the real
+and watched; the Nodes, InfraMachines and bootstrap configs each Machine's termination follows, the InfraMachine its drain too), against the real
 API server: a budget two Machines' Pods share is never let go further than the eviction API allows, a change the
 watch delivers (a VolumeAttachment going, an InfraMachine's finalizer removed) ends a wait at once, and a Node held
 by a finalizer counts as being deleted by the answer to its DELETE.
@@ -149,3 +149,23 @@ def test_a_node_held_by_a_finalizer_is_being_deleted_by_the_answer_to_its_deleti
         assert kube.get(f"/apis/cluster.x-k8s.io/v1beta2/namespaces/{namespace}/machines/{machine}") is None
     finally:
         kube.patch(path, {"metadata": {"finalizers": None}})
+
+
+@V1BETA2
+def test_an_infra_machine_being_deleted_skips_the_drain_by_the_shared_feeds_word(*, flavour, kube, namespace, machine_node, run_module) -> None:
+    """The drain looks at the InfraMachine before each pass through the task's shared feed of its kind (as the
+    termination does; no GET of its own): one being deleted (held by a finalizer) skips the drain as before."""
+    machine, _node = machine_node()
+    infrastructure = put_fake_object(kube, FAKE_MACHINES.format(ns=namespace), machine, finalizers=(HOLD,))
+    kube.delete(infrastructure)
+    try:
+        params = {"machines": [{"name": machine, "namespace": namespace}], "machine_controller": "absent", "terminate_timeout": 5, "wait_sleep": 1}
+        result = run_module("machine_delete", params)
+        drain = result["machines"][0]["drain"]
+        assert (
+            drain["skipped_reason"]
+            == f"Machine {namespace}/{machine}: FakeMachine {namespace}/{machine} is being deleted, so its Node is neither drained nor waited for"
+        )
+        assert kube.get(infrastructure) is not None, "held by its finalizer all along"
+    finally:
+        kube.patch(infrastructure, {"metadata": {"finalizers": None}})
