@@ -57,11 +57,24 @@ class ObjectFeed:
     """The objects of one namespaced collection the task cares about (``keep``), listed once and fed by
     one watch in a background thread; ``api_version`` and ``kind`` are given to each (LIST items lack them)."""
 
-    def __init__(self, api: Any, collection: str, api_version: str, kind: str, keep: Callable[[dict], bool], *, every_namespace: bool = False):
+    def __init__(
+        self,
+        api: Any,
+        collection: str,
+        api_version: str,
+        kind: str,
+        keep: Callable[[dict], bool],
+        *,
+        every_namespace: bool = False,
+        slim: Callable[[dict], dict] | None = None,
+    ):
         self.api = api  # a fork of the task's transport: its own counters, no deadline
         self.collection = collection
         self.api_version, self.kind = api_version, kind
         self.keep = keep
+        # What of each object is kept (the whole object by default): a feed of a whole cluster's
+        # Nodes holds every Node for the task's length, so it leaves out what nothing reads.
+        self.slim = slim
         # A collection of every namespace (the cluster's budgets, say) keys its objects ``namespace/name``.
         self.every_namespace = every_namespace
         self.failed = not getattr(api, "background_watches", True)
@@ -213,7 +226,7 @@ class ObjectFeed:
         """Keep ``obj`` (None: gone) as of ``version`` unless a newer copy is known; whether it was kept."""
         known = self._seen.get(name)
         if known is None or version > known[0]:
-            self._seen[name] = (version, obj)
+            self._seen[name] = (version, self.slim(obj) if obj is not None and self.slim is not None else obj)
             return True
         return False
 

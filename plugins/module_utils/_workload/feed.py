@@ -60,6 +60,19 @@ NODES = resource_path("v1", "nodes")
 VIEW_KEY = "lifecycle.machine/cluster-feeds"
 
 
+def without_bulk(obj: dict) -> dict:
+    """``obj`` as a shared feed keeps it: without ``metadata.managedFields`` (who wrote which field;
+    read only of Machines, which these feeds do not hold) and a Node's ``status.images`` (every
+    image on the Node, often most of its size), which nothing here reads. A feed holds every object
+    of its collection for the task's length: a cluster of thousands of Nodes costs their size once."""
+    meta, status = obj.get("metadata"), obj.get("status")
+    if isinstance(meta, dict) and "managedFields" in meta:
+        obj = {**obj, "metadata": {key: value for key, value in meta.items() if key != "managedFields"}}
+    if isinstance(status, dict) and "images" in status:
+        obj = {**obj, "status": {key: value for key, value in status.items() if key != "images"}}
+    return obj
+
+
 class ClusterFeeds:
     """One cluster's shared feeds (one connection's); each lists on first need."""
 
@@ -88,7 +101,9 @@ class ClusterFeeds:
         with self._lock:
             found = self._feeds.get(collection)
             if found is None:
-                found = self._feeds[collection] = ObjectFeed(self.api, collection, api_version, kind, lambda _obj: True, every_namespace=every_namespace)
+                found = self._feeds[collection] = ObjectFeed(
+                    self.api, collection, api_version, kind, lambda _obj: True, every_namespace=every_namespace, slim=without_bulk
+                )
         return found
 
     def stop(self) -> None:

@@ -19,6 +19,7 @@ from ansible_collections.lifecycle.machine.plugins.module_utils._workload.feed i
     shared_items,
     shared_object,
     went_with,
+    without_bulk,
 )
 
 
@@ -112,6 +113,26 @@ def test_one_feed_per_collection_and_all_stop_together() -> None:
     assert not rules.every_namespace and feeds.budgets().every_namespace
     feeds.stop()
     assert all(found._stopped.is_set() for found in (rules, feeds.budgets(), feeds.namespaces()))
+
+
+def test_a_shared_feed_keeps_no_managed_fields_and_no_node_images() -> None:
+    """A feed holds its whole collection for the task's length: what nothing reads is left out of
+    each copy, from the LIST and from the watch, and the object given is not changed."""
+    feeds = ClusterFeeds(FakeKube())
+    nodes = feeds.nodes()
+    assert nodes.slim is without_bulk and feeds.budgets().slim is without_bulk
+    bulky = {
+        "metadata": {"name": "w-1", "uid": "u-1", "resourceVersion": "5", "managedFields": [{"manager": "kubelet"}], "labels": {"a": "b"}},
+        "spec": {"providerID": "fake://w-1"},
+        "status": {"images": [{"names": ["registry/app:1"], "sizeBytes": 1}], "conditions": [{"type": "Ready", "status": "True"}]},
+    }
+    nodes._on_event({"type": "ADDED", "object": bulky})
+    kept = nodes._seen["w-1"][1]
+    assert "managedFields" not in kept["metadata"] and "images" not in kept["status"]
+    assert kept["metadata"]["labels"] == {"a": "b"} and kept["status"]["conditions"][0]["type"] == "Ready"
+    assert kept["spec"] == {"providerID": "fake://w-1"}
+    assert bulky["metadata"]["managedFields"] and bulky["status"]["images"]
+    assert without_bulk({"metadata": {"name": "x"}}) == {"metadata": {"name": "x"}}
 
 
 # -- one object followed through a shared feed (SharedObject) ------------------------------------
