@@ -283,7 +283,11 @@ REQUESTS = {
     ("coordination.k8s.io", "leases", "get"): "machine_controller auto: the machine controller's leader-election Lease",
     ("controlplane.cluster.x-k8s.io", "*", "get"): "Cluster API skip rules (the control plane)",
     **{("cluster.x-k8s.io", "machinedrainrules", verb): "MachineDrainRules (machine_delete: listed once, then watched)" for verb in ("list", "watch")},
-    **{(group, "*", verb): "infrastructure and bootstrap objects" for group in PROVIDER_GROUPS for verb in ("get", "watch", "delete")},
+    **{
+        (group, "*", verb): "infrastructure and bootstrap objects (machine_delete: each kind of a namespace listed once, then watched)"
+        for group in PROVIDER_GROUPS
+        for verb in ("get", "list", "watch", "delete")
+    },
     **{("", "nodes", verb): "cordon, follow, re-list after a lost watch, delete" for verb in ("get", "list", "watch", "patch", "delete")},
     ("", "pods", "list"): "the Node's Pods",
     ("", "pods", "watch"): "the Node's Pods",
