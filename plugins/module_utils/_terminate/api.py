@@ -60,6 +60,8 @@ from ansible_collections.lifecycle.machine.plugins.module_utils._workload.logic 
 # node-deletion timeout has passed; docs/behaviour.md §2).
 NODE_DELETE_RETRY_SECONDS = 10
 NODE_DELETE_RETRY_INTERVAL = 2
+# The action named in the report when the volume wait's start is written (alone, or with a stage).
+VOLUME_START_WRITTEN = "record the start of the volume detach wait"
 
 
 # -- observing ---------------------------------------------------------------------
@@ -222,6 +224,19 @@ class VolumeObserver:
 # -- acting --------------------------------------------------------------------------
 
 
+def _stage_action(stage: Stage | None) -> str:
+    """The action's name for a stage written (``None``: the hook-derived conditions refreshed)."""
+    return f"record stage {stage.name}" if stage else "refresh the hook conditions"
+
+
+def _volumes_detached_event(api: KubeApi, machine: dict, flavour: Flavour, stages_written: list) -> None:
+    """The Event upstream records when VolumesDetached is written. A Machine without a Node had no
+    volumes to wait for: no Event naming a Node it does not have."""
+    node_name = flavour.node_name(machine)
+    if node_name and any(stage is not None and stage.name == STAGE_VOLUMES_DETACHED for stage in stages_written):
+        emit_event(api, machine, "Normal", "NodeVolumesDetached", f'success waiting for node volumes detaching Machine\'s node "{node_name}"')
+
+
 def record_stage(api: KubeApi, machine: dict, flavour: Flavour, stage: Stage | None, *, dry_run: bool = False) -> tuple[dict, str | None]:
     """Record a deletion stage in the Machine's conditions (``None`` refreshes
     only the hook-derived conditions), with the Event upstream records for
@@ -230,11 +245,9 @@ def record_stage(api: KubeApi, machine: dict, flavour: Flavour, stage: Stage | N
     machine, changed = write_stage(api, machine, flavour, stage, dry_run=dry_run)
     if not changed:
         return machine, None
-    node_name = flavour.node_name(machine)
-    if stage is not None and stage.name == STAGE_VOLUMES_DETACHED and not dry_run and node_name:
-        # A Machine without a Node had no volumes to wait for: no Event naming a Node it does not have.
-        emit_event(api, machine, "Normal", "NodeVolumesDetached", f'success waiting for node volumes detaching Machine\'s node "{node_name}"')
-    return machine, f"record stage {stage.name}" if stage else "refresh the hook conditions"
+    if not dry_run:
+        _volumes_detached_event(api, machine, flavour, [stage])
+    return machine, _stage_action(stage)
 
 
 def record_together(
@@ -245,10 +258,8 @@ def record_together(
     with the Event upstream records for VolumesDetached. (Machine, an action per thing written)."""
     machine, stages_written, times_sent = write_together(api, machine, flavour, stages, [(patch, recorded) for patch, recorded, _name in times])
     written = [times[index][2] for index in times_sent]
-    written += [f"record stage {stage.name}" if stage else "refresh the hook conditions" for stage in stages_written]
-    node_name = flavour.node_name(machine)
-    if node_name and any(stage is not None and stage.name == STAGE_VOLUMES_DETACHED for stage in stages_written):
-        emit_event(api, machine, "Normal", "NodeVolumesDetached", f'success waiting for node volumes detaching Machine\'s node "{node_name}"')
+    written += [_stage_action(stage) for stage in stages_written]
+    _volumes_detached_event(api, machine, flavour, stages_written)
     return machine, written
 
 
@@ -263,7 +274,7 @@ def record_volume_start(api: KubeApi, machine: dict, flavour: Flavour, *, dry_ru
             continue
         machine, sent = record_once(api, machine, patch, lambda current: flavour.volume_detach_started_at(current) is not None, status=status, dry_run=dry_run)
         if sent:
-            written.append("record the start of the volume detach wait")
+            written.append(VOLUME_START_WRITTEN)
     return machine, written
 
 

@@ -64,7 +64,6 @@ from ansible_collections.lifecycle.machine.plugins.module_utils._workload import
 INFRASTRUCTURE_ACTIONS = (OBSERVE_INFRASTRUCTURE, DELETE_INFRASTRUCTURE)
 # A run that keeps repeating one write (say, something recreates the object it deletes) stops after this many.
 MAX_REPEATED_WRITES = 5
-VOLUME_START_WRITTEN = "record the start of the volume detach wait"
 PRE_TERMINATE_START_WRITTEN = "record the start of the wait for preTerminate hooks"
 
 
@@ -252,7 +251,7 @@ class Termination:
         if held is not None:
             _object_patch, status_patch = flavour.start_time_patches(volumes=held)
             # Sent unless another writer's time is there already (ours is only held on the Machine as read).
-            times.append((status_patch, lambda current: flavour.volume_detach_started_at(current) not in (None, held), VOLUME_START_WRITTEN))
+            times.append((status_patch, lambda current: flavour.volume_detach_started_at(current) not in (None, held), terminate_api.VOLUME_START_WRITTEN))
         if decision.action == WAIT_PRE_TERMINATE and flavour.hook_wait_started_at(facts.machine, PRE_TERMINATE) is None:
             patch = flavour.hook_wait_start_patch(PRE_TERMINATE, now())
             if patch is not None:
