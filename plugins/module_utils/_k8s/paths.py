@@ -20,6 +20,13 @@ def group_version_path(group_version: str) -> str:
     return "/api/v1" if group_version == "v1" else f"/apis/{group_version}"
 
 
+def group_version_of(path: str) -> str:
+    """The API a REST path is in, as :func:`group_version_path` made it: ``/api/v1/...`` gives ``v1``,
+    ``/apis/<group>/<version>/...`` gives ``<group>/<version>``."""
+    parts = path.strip("/").split("/")
+    return parts[1] if parts[0] == "api" else f"{parts[1]}/{parts[2]}"
+
+
 def resource_path(api_version: str, plural: str, namespace: str | None = None, name: str | None = None, subresource: str | None = None) -> str:
     """The REST path of a resource or collection."""
     path = group_version_path(api_version)

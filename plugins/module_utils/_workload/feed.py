@@ -47,7 +47,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.errors import Cancelled
-from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.paths import resource_path
+from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.paths import group_version_of, resource_path
 from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.watch import wait_until_gone
 from ansible_collections.lifecycle.machine.plugins.module_utils._machine.feed import ObjectFeed, version_of
 
@@ -255,15 +255,9 @@ class SharedObject:
         return gone
 
 
-def _api_version_of(path: str) -> str:
-    """The apiVersion a REST path serves (``/api/v1/...``: v1; ``/apis/<group>/<version>/...``: group/version)."""
-    parts = path.strip("/").split("/")
-    return parts[1] if parts[0] == "api" else f"{parts[1]}/{parts[2]}"
-
-
 def shared_object(api: Any, path: str, kind: str) -> SharedObject:
     """The object at ``path`` (of ``kind``), followed through the task's shared feed of its collection on ``api``'s
     connection (machine_delete: one LIST and one watch per collection, for every Machine of the task; the
     termination's and the drain's looks at a Machine's InfraMachine share it); a GET per look without one."""
-    collection, api_version = path.rpartition("/")[0], _api_version_of(path)
+    collection, api_version = path.rpartition("/")[0], group_version_of(path)
     return SharedObject(api, path, lambda feeds: feeds.feed(collection, api_version, kind))
