@@ -21,23 +21,11 @@ from decimal import Decimal, InvalidOperation
 CPU, MEMORY, PODS = "cpu", "memory", "pods"
 RESOURCES = (CPU, MEMORY, PODS)
 
+# Kubernetes quantity suffixes: the decimal ones (n u m, none, k M G T P E: powers of 1000) and the
+# binary ones (Ki Mi Gi Ti Pi Ei: powers of 1024).
 _SUFFIXES = {
-    "n": Decimal("1e-9"),
-    "u": Decimal("1e-6"),
-    "m": Decimal("1e-3"),
-    "": Decimal(1),
-    "k": Decimal(10) ** 3,
-    "M": Decimal(10) ** 6,
-    "G": Decimal(10) ** 9,
-    "T": Decimal(10) ** 12,
-    "P": Decimal(10) ** 15,
-    "E": Decimal(10) ** 18,
-    "Ki": Decimal(2) ** 10,
-    "Mi": Decimal(2) ** 20,
-    "Gi": Decimal(2) ** 30,
-    "Ti": Decimal(2) ** 40,
-    "Pi": Decimal(2) ** 50,
-    "Ei": Decimal(2) ** 60,
+    **{suffix: Decimal(1000) ** power for power, suffix in enumerate(("n", "u", "m", "", "k", "M", "G", "T", "P", "E"), start=-3)},
+    **{suffix: Decimal(1024) ** power for power, suffix in enumerate(("Ki", "Mi", "Gi", "Ti", "Pi", "Ei"), start=1)},
 }
 _QUANTITY = re.compile(r"^([+-]?(?:\d+\.?\d*|\.\d+))(?:([eE][+-]?\d+)|(Ki|Mi|Gi|Ti|Pi|Ei|[numkMGTPE]))?$")
 
