@@ -10,7 +10,7 @@ export GOTOOLCHAIN := local
 
 .PHONY: help venv tools cluster-up cluster-down cluster-status lint ruff yamllint ansible-lint docs-lint sanity \
         unit integration molecule test demo build bench chaos clean \
-        controllers conformance
+        controllers conformance awx-up awx-down awx-status awx-integration
 
 help:
 	@echo "make demo          start the local control plane and delete a machine with the role"
@@ -22,6 +22,9 @@ help:
 	@echo "make cluster-down  stop both"
 	@echo "make controllers   build the real Cluster API and OpenShift machine controllers (cached; minutes when cold)"
 	@echo "make conformance   every test beside the real controllers (make test runs a fixed subset; docs/controllers.md)"
+	@echo "make awx-up        start a real AWX (built from ../shared/awx and the registries, cached), its execution"
+	@echo "                   environment holding HEAD's collection; what a script needs is in .awx/admin.json"
+	@echo "make awx-down      stop it"
 
 $(BIN)/ansible: requirements.txt test-requirements.txt
 	$(PYTHON) -m venv $(VENV)
@@ -82,14 +85,33 @@ unit: venv
 # control planes of its own); `make conformance` runs all of them.
 WORKERS ?= 2
 integration: venv tools controllers
-	LIFECYCLE_MACHINE_REAL_CONTROLLERS=1 $(BIN)/pytest -q -p no:cacheprovider $(if $(filter-out 1,$(WORKERS)),-n $(WORKERS)) tests/integration
+	LIFECYCLE_MACHINE_REAL_CONTROLLERS=1 $(BIN)/pytest -q -p no:cacheprovider -m "not awx" $(if $(filter-out 1,$(WORKERS)),-n $(WORKERS)) tests/integration
+
+# A real AWX (hack/awx.py): built from the source tarballs in ../shared/awx (or
+# LIFECYCLE_MACHINE_AWX_SOURCES) and the package registries, cached outside the
+# repository keyed on the AWX commit (about 15 minutes cold on 2 cores, seconds after).
+# `up` is idempotent, and rebuilds the execution environment from HEAD: commit first.
+awx-up: venv
+	$(BIN)/python hack/awx.py up
+
+awx-down:
+	$(PYTHON) hack/awx.py down
+
+awx-status:
+	$(PYTHON) hack/awx.py status
+
+# The collection's AWX recipes on the real AWX (tests marked awx): one AWX for the
+# session, so serially; it uses the AWX of `make awx-up` when that runs, else starts
+# one and stops it at the end. The EE and the project are HEAD's: commit first.
+awx-integration: venv tools
+	$(BIN)/pytest -q -p no:cacheprovider -m awx tests/integration
 
 # The delete_machine role under molecule, with its idempotence step; the
 # scenario starts and stops its own control plane.
 molecule: venv tools
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/molecule test -s delete_machine
 
-test: lint sanity unit integration molecule
+test: lint sanity unit integration awx-integration molecule
 
 # The collection beside the real Cluster API and OpenShift machine controllers (every
 # test marked real_controllers: tests/integration/test_real_controllers.py,
@@ -120,5 +142,5 @@ CHAOS_SEED ?=
 chaos: venv tools
 	$(BIN)/python tests/chaos/soak.py --runs $(CHAOS_RUNS) $(if $(CHAOS_SEED),--seed $(CHAOS_SEED))
 
-clean: cluster-down
-	rm -rf .tmp lifecycle-machine-*.tar.gz
+clean: cluster-down awx-down
+	rm -rf .tmp .awx lifecycle-machine-*.tar.gz
