@@ -16,7 +16,7 @@ itself: a self-hosted cluster, as the tests' Machines have always assumed.
 
 from __future__ import annotations
 
-pytest_plugins = ["fault_fixtures", "victims"]
+pytest_plugins = ["fault_fixtures", "victims", "awxserver"]
 
 import json
 import os

@@ -39,8 +39,9 @@ def java_home() -> str | None:
 class Rulebook:
     """One ``ansible-rulebook`` run of ``rulebook`` (a collection rulebook name or a path)."""
 
-    def __init__(self, rulebook: str, variables: dict, env: dict, workdir: Path):
+    def __init__(self, rulebook: str, variables: dict, env: dict, workdir: Path, extra_args: list[str] | None = None):
         self.rulebook = rulebook
+        self.extra_args = list(extra_args or [])
         self.variables = variables
         self.env = env
         self.workdir = workdir
@@ -68,6 +69,7 @@ class Rulebook:
             "--vars",
             str(self.workdir / "vars.yml"),
             "--verbose",
+            *self.extra_args,
         ]
         self.starts += 1
         with self.log.open("a") as out:
