@@ -7,7 +7,7 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 name: prometheus_text
 author: lifecycle.machine contributors
-version_added: 0.2.0
+version_added: 0.3.0
 short_description: Each Machine's deletion figures in the Prometheus text format
 description:
   - Writes the C(metrics) of M(lifecycle.machine.machine_delete) (the C(delete_machine_metrics) of the
