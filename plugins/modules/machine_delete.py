@@ -329,12 +329,52 @@ preflight:
           reason: "it allows 1 disruption now and the batch evicts 2 of its healthy Pods from 2 Machines ..."
 metrics:
   description:
-    - Numbers to graph, by Machine (C(namespace/name)) - C(phase_seconds) (the seconds spent in V(drain) and V(terminate)
-      so far, from O(clock), so they add up across calls and rounds), C(evicted) (how many Pods this call evicted), and
-      C(blockers_by_kind) / C(blockers_by_verdict) (what holds the Machine now, counted).
+    - Numbers to graph, by Machine (C(namespace/name)); the C(delete_machine) role publishes them as the C(set_stats)
+      artifact C(lifecycle_machine_metrics) and the P(lifecycle.machine.prometheus_text#filter) filter writes them for
+      Prometheus, labelled C(name), C(namespace) and C(cluster_name) as Cluster API's own Machine metrics are.
+    - Each Machine's entry holds the keys below.
   returned: always
   type: dict
-  sample: {"default/worker-1": {"phase_seconds": {"drain": 42.0, "terminate": 7.5}, "evicted": 3, "blockers_by_kind": {}, "blockers_by_verdict": {}}}
+  contains:
+    name:
+      description: The Machine's name.
+      type: str
+    namespace:
+      description: The Machine's namespace.
+      type: str
+    cluster_name:
+      description:
+        - The cluster the Machine belongs to - a Cluster API Machine's C(spec.clusterName), an OpenShift Machine's
+          C(machine.openshift.io/cluster-api-cluster) label; empty when neither is known (the Machine was gone).
+      type: str
+    outcome:
+      description: V(done), V(failed), or V(waiting) (still under way, awaiting its instance's termination, or, in check mode, planned).
+      type: str
+      choices: [done, failed, waiting]
+    phase_seconds:
+      description: The seconds spent in V(drain) and V(terminate) so far, from O(clock), so they add up across calls and rounds.
+      type: dict
+    evicted:
+      description:
+        - How many Pods the deletion evicted from the Machine's Node - over every round of this task (the Pods of
+          C(evicted) of RV(machines[].drain)); the C(delete_machine) role adds its tasks up.
+      type: int
+    blockers_by_kind:
+      description: What holds the Machine now (RV(machines[].blockers)), counted by C(kind).
+      type: dict
+    blockers_by_verdict:
+      description: What holds the Machine now, counted by C(verdict).
+      type: dict
+  sample:
+    default/worker-1:
+      name: worker-1
+      namespace: default
+      cluster_name: prod
+      outcome: done
+      phase_seconds: {drain: 42.0, terminate: 7.5}
+      evicted: 3
+      blockers_by_kind: {}
+      blockers_by_verdict: {}
 rounds:
   description: How many rounds of O(progress_interval) seconds the task took (1 without progress rounds).
   returned: unless the task is async

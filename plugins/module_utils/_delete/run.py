@@ -126,6 +126,8 @@ class MachineDeletion:
             while True:
                 self.again = None
                 scope = self.scope()
+                if scope is not None and outcome.cluster_name is None:
+                    outcome.cluster_name = scope.flavour.owning_cluster(scope.machine)
                 self.out_of_service(scope)
                 if scope is None:
                     pass  # gone, or undecided when this call's slice ended: the outcome says so
