@@ -403,6 +403,18 @@ def preflight(outcomes: list[Outcome], facts: dict | None = None, concurrency: i
     return {**answer, "batch": batch}
 
 
+def preflight_warnings(answer: dict) -> list[str]:
+    """What check mode's preflight could not read (``batch.not_counted``), as warnings: a part it could not judge
+    (a list or read the identity may not make) must not pass for a part where nothing was found."""
+    unread = (answer.get("batch") or {}).get("not_counted") or {}
+    return [
+        f"The preflight could not read everything in {cluster}, so that part of what the batch does to itself is not judged: "
+        f"{problems[0]}{f' (and {len(problems) - 1} more, in preflight.batch.not_counted)' if len(problems) > 1 else ''}"
+        for cluster, problems in sorted(unread.items())
+        if problems
+    ]
+
+
 def deletion_seconds(outcomes: list[Outcome], clock: dict, now: float) -> float | None:
     """Seconds since the earliest of these Machines' deletions started (``clock``, carried across calls and
     rounds); None when the clock has no start for any of them."""
