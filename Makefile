@@ -125,8 +125,10 @@ demo: venv tools
 	$(BIN)/python hack/demo.py
 
 # The tarball from the files of HEAD, not of the checkout (hack/build-collection.sh): commit first.
+# BUILD_DIR=extensions/awx (or extensions/eda) writes it where the execution (decision) environment takes it.
+BUILD_DIR ?= $(CURDIR)
 build: venv
-	ANSIBLE_GALAXY=$(BIN)/ansible-galaxy bash hack/build-collection.sh $(CURDIR) HEAD
+	ANSIBLE_GALAXY=$(BIN)/ansible-galaxy bash hack/build-collection.sh $(BUILD_DIR) HEAD
 
 bench: venv tools
 	$(BIN)/python benchmarks/drain_100.py

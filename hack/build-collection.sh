@@ -3,7 +3,8 @@
 # checkout itself: untracked build folders, logs, kubeconfigs and uncommitted edits do not ship.
 # galaxy.yml's build_ignore then leaves out what only the source repository needs.
 #
-#   bash hack/build-collection.sh [OUTPUT_DIR [COMMIT]]     (make build: the repository root, HEAD)
+#   bash hack/build-collection.sh [OUTPUT_DIR [COMMIT]]     (make build: the repository root, HEAD;
+#                                                           make build BUILD_DIR=extensions/awx: beside the EE)
 #
 # COMMIT "tracked" takes the tracked files as they are in the checkout, edits included (the unit
 # tests of tests/unit/packaging, which run before a commit); untracked files are left out all the same.
@@ -12,6 +13,9 @@ repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 output="$(cd "${1:-$repo_root}" && pwd)"
 commit="${2:-HEAD}"
 galaxy="${ANSIBLE_GALAXY:-$repo_root/.venv/bin/ansible-galaxy}"
+if [[ -z "${ANSIBLE_GALAXY:-}" && ! -x "$galaxy" ]]; then
+  galaxy=ansible-galaxy # no venv of the repository: the one on PATH
+fi
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 if [[ "$commit" == tracked ]]; then

@@ -14,9 +14,10 @@ set -- "$dir"/lifecycle-machine-*.tar.gz
 if [ ! -f "$1" ]; then
   cat >&2 <<MESSAGE
 ERROR: no lifecycle.machine collection tarball (lifecycle-machine-*.tar.gz) in $dir.
-The execution environment installs the collection from that tarball. Build it in a checkout of
-the source repository, next to execution-environment.yml, before creating the build context:
-    ansible-galaxy collection build --force --output-path extensions/awx .
+The environment installs the collection from that tarball. Build it from the tracked files of a
+checkout of the source repository (the files of its last commit: nothing untracked, no kubeconfig
+or vault file left in the checkout), next to the definition, before creating the build context:
+    make build BUILD_DIR=extensions/awx     (extensions/eda for the decision environment)
 MESSAGE
   exit 1
 fi

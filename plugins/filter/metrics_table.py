@@ -7,17 +7,20 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 name: metrics_table
 author: lifecycle.machine contributors
-version_added: 0.2.0
+version_added: 0.3.0
 short_description: Each Machine's deletion figures as a short table
 description:
   - Gives the C(metrics) of M(lifecycle.machine.machine_delete) (the C(delete_machine_metrics) of the
-    C(lifecycle.machine.delete_machine) role) as lines of a table, a line per Machine - its status (when O(report) is
-    given), the seconds spent draining and terminating, the Pods the last call evicted, and what holds it now, by verdict.
+    C(lifecycle.machine.delete_machine) role) as lines of a table, a line per Machine - its status (from O(report) when
+    given, else its outcome), the seconds spent draining and terminating, the Pods its deletion evicted, and what holds
+    it now, by verdict.
   - The P(lifecycle.machine.prometheus_text#filter) filter gives the same figures for Prometheus.
 positional: report
 options:
   _input:
-    description: The figures by Machine, C({"namespace/name" - {phase_seconds, evicted, blockers_by_kind, blockers_by_verdict}}).
+    description:
+      - The figures by Machine, C({"namespace/name" - {name, namespace, cluster_name, outcome, phase_seconds, evicted,
+        blockers_by_kind, blockers_by_verdict}}).
     type: dict
     required: true
   report:

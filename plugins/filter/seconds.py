@@ -7,7 +7,7 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 name: seconds
 author: lifecycle.machine contributors
-version_added: 0.2.0
+version_added: 0.3.0
 short_description: Whole seconds of a number of seconds or a Go duration
 description:
   - Reads a timeout or an interval as every module, role and playbook of the collection does - a number of seconds

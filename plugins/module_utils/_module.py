@@ -149,7 +149,8 @@ WAIT_ARGUMENT_SPEC = {
 def run(module: Any, body: Callable[[Any], dict]) -> None:
     """Run ``body(api)`` and report: exit_json with its result, or fail_json.
 
-    ``body`` returns the module result (must include ``changed``). Domain
+    ``body`` returns the module result (must include ``changed``; its ``warnings``, a list, are shown
+    as Ansible warnings). Domain
     errors (MachineError, with their partial result) and API errors become one
     clear message naming the object and the server's reason. Requests the
     transport had to retry are reported as one warning.
@@ -174,6 +175,8 @@ def run(module: Any, body: Callable[[Any], dict]) -> None:
     except (CoreException, ConfigError) as exc:  # connection settings that cannot be used
         module.fail_json(msg=str(exc))
     _warn_retries(module, api)
+    for warning in result.pop("warnings", None) or []:  # what the task could not find out, said as Ansible warns
+        module.warn(warning)
     module.exit_json(**result)
 
 

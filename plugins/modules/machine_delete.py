@@ -199,6 +199,11 @@ machines:
     flavour:
       description: V(openshift) or V(clusterapi) (null when the Machine was gone).
       type: str
+    cluster:
+      description:
+        - The workload cluster of a Cluster API Machine, where its Node is (its C(spec.clusterName)); the progress lines
+          name it. Null for an OpenShift Machine (its Node is beside it) and before the Machine was read.
+      type: str
     status:
       description: Where the Machine stands.
       type: str
@@ -215,10 +220,82 @@ machines:
       description: Whether this call changed the Machine or what belongs to it.
       type: bool
     drain:
-      description:
-        - The drain as it went (C(node), C(completed), C(message), C(evicted), C(batches), C(passes), ...), or the plan in
-          check mode; C(escalations) lists the Pods deleted instead of evicted this round, as O(escalations) asked.
+      description: The drain as it went, or the plan in check mode.
       type: dict
+      contains:
+        node:
+          description: The Machine's Node (null without one).
+          type: str
+        completed:
+          description: Whether the drain is over.
+          type: bool
+        message:
+          description: Cluster API's drain progress message, or why the drain was skipped or stopped.
+          type: str
+        evicted:
+          description: The Pods (C(namespace/name)) this task evicted, over every round.
+          type: list
+          elements: str
+        batches:
+          description: The Pods left, by drain order, as M(lifecycle.machine.machine_drain) returns RV(lifecycle.machine.machine_drain#module:batches).
+          type: list
+          elements: dict
+        passes:
+          description: How many drain passes this task made.
+          type: int
+        skipped_reason:
+          description: Why the drain was skipped (an exclude annotation, no Node, ...), when it was.
+          type: str
+        started_at:
+          description: When the drain started (RFC 3339).
+          type: str
+        elapsed_seconds:
+          description: Seconds this task spent on the drain.
+          type: float
+        api_requests:
+          description: Requests the drain sent.
+          type: int
+        blockers:
+          description: What held the drain when it last looked, as in RV(machines[].blockers).
+          type: list
+          elements: dict
+        escalations:
+          description:
+            - The Pods deleted instead of evicted, as O(escalations) asked (in check mode, with C(dry_run), those that would
+              be), each kept across rounds.
+          type: list
+          elements: dict
+          contains:
+            pod:
+              description: The Pod deleted, C(namespace/name).
+              type: str
+            at:
+              description: When (RFC 3339).
+              type: str
+            dry_run:
+              description: Whether it was only a server-side dry run (check mode).
+              type: bool
+            action:
+              description: What was done instead of an eviction.
+              type: str
+              choices: [delete_pod]
+            after_seconds:
+              description: The escalation's C(after), in seconds from the drain's start.
+              type: float
+            reason:
+              description: The escalation's C(reason), as written (recorded on the Machine).
+              type: str
+            namespaces:
+              description: The escalation's C(namespaces) (empty - every namespace).
+              type: list
+              elements: str
+            pod_selector:
+              description: The escalation's C(pod_selector) (null - every Pod).
+              type: dict
+            drain_rules:
+              description: The escalation's C(drain_rules) (empty - whatever decided the Pod's drain).
+              type: list
+              elements: str
     terminate:
       description: The termination as it went (C(steps), C(next_step), C(blocked_by), C(released), C(gone), C(actions), ...).
       type: dict
@@ -234,11 +311,39 @@ machines:
     blockers:
       description:
         - What holds the Machine now, from the step it stands at, as M(lifecycle.machine.machine_drain) and
-          M(lifecycle.machine.machine_terminate) return it (C(phase), C(kind), C(object), C(since), C(evidence),
-          C(verdict), C(reason)); empty once done. The progress lines print those that need someone to act or can
-          never clear.
+          M(lifecycle.machine.machine_terminate) return it; empty once done. The progress lines print those that need
+          someone to act or can never clear.
       type: list
       elements: dict
+      contains:
+        phase:
+          description: Where the Machine is held.
+          type: str
+          choices: [preDrain hook, drain, volumes, preTerminate hook, infrastructure, node, controller]
+        kind:
+          description:
+            - What holds it, for example V(hook), V(budget refusal), V(two budgets), V(pod terminating past its grace),
+              V(finalizer), V(volume attachment), V(infrastructure finalizer), V(node deletion error) (docs/stalls.md in the
+              source repository lists them all).
+          type: str
+        object:
+          description: The object that holds it, as C(Kind namespace/name) (for example C(Pod shop/db-0)).
+          type: str
+        since:
+          description: When it started holding, when known (RFC 3339; for example the wait start Cluster API records for a hook).
+          type: str
+        evidence:
+          description:
+            - What the verdict was judged from - a budget's needed and healthy Pods and allowed disruptions, finalizer names, a
+              hook's owner, ...
+          type: dict
+        verdict:
+          description: Said only when the cluster's state proves it.
+          type: str
+          choices: [clears by itself, needs someone to act, can never clear as things stand]
+        reason:
+          description: Why, in words.
+          type: str
     out_of_service:
       description:
         - The out-of-service taint O(out_of_service) asked for on the Machine's Node, as this call left it - C(machine),
@@ -280,25 +385,97 @@ progress:
     - "    * Pod default/web-1: cannot evict pod as it would violate the pod's disruption budget."
 clock:
   description:
-    - When each Machine's deletion, drain and termination started (epoch seconds), to hand to the next call's O(clock).
-    - C(drain_progress) is when its drain last made progress (O(stall_timeout) counts from there).
+    - When each Machine's deletion and its phases started (epoch seconds), by Machine (C(namespace/name)), to hand to the
+      next call's O(clock); each Machine's entry holds the keys below, those its deletion reached.
   returned: always
   type: dict
+  contains:
+    started:
+      description: When the collection took the Machine's deletion on (its first call); the progress lines count from it.
+      type: float
+    drain:
+      description: When its drain phase (preDrain gate and drain) started; O(drain_timeout) counts from it.
+      type: float
+    terminate:
+      description: When its termination phase started; O(terminate_timeout) counts from it.
+      type: float
+    done:
+      description: When its deletion finished.
+      type: float
+    drain_progress:
+      description: When its drain last made progress (O(stall_timeout) counts from there).
+      type: float
+  sample: {"default/worker-1": {"started": 1795782000.0, "drain": 1795782001.5, "drain_progress": 1795782040.2}}
 preflight:
   description:
     - In check mode, the answer for the chosen Machines together, from each one's planned drain and what holds it, and
-      from what the batch does to itself (docs/stalls.md) - C(would_finish) (keys of the Machines nothing would hold),
-      C(would_wait) (key to what it would wait on), C(can_never_finish) (key to what can never clear as things stand, or
-      why it failed) and C(would_lose) (key to the workloads its deletion would lose or take down, which do not hold it).
-      Nothing is changed, and nothing is waited for.
-    - C(batch) holds the findings - C(findings) (each with C(kind) V(batch budget), V(no node for replacements),
-      V(no room for replacements), V(unreplicated pod), V(single replica) or V(every replica in the batch), C(machines), C(object), C(evidence),
-      C(verdict), C(reason) and C(holds), whether it holds the deletions), C(concurrency), C(suggested_concurrency) (the
-      largest concurrency at which no budget shared by the Machines serialises their drains, or 1), C(suggested_order) (the
-      Machines in the order that lets the most of them finish - given in that order, they start in that order), C(counted) (the
-      Machines whose drain preview was counted) and C(not_counted) (per cluster, what could not be read).
+      from what the batch does to itself (docs/stalls.md). Nothing is changed, and nothing is waited for.
   returned: in check mode
   type: dict
+  contains:
+    would_finish:
+      description: The Machines (C(namespace/name)) nothing would hold.
+      type: list
+      elements: str
+    would_wait:
+      description: By Machine, what it would wait on (lines as the progress prints them).
+      type: dict
+    can_never_finish:
+      description: By Machine, what can never clear as things stand, or why it failed.
+      type: dict
+    would_lose:
+      description: By Machine, the workloads its deletion would lose or take down, which do not hold it.
+      type: dict
+    batch:
+      description: What the batch does to itself.
+      type: dict
+      contains:
+        findings:
+          description: The findings, those that hold a deletion first, the gravest first.
+          type: list
+          elements: dict
+          contains:
+            kind:
+              description: What the batch does to itself.
+              type: str
+              choices: [batch budget, no node for replacements, no room for replacements, unreplicated pod, single replica, every replica in the batch]
+            machines:
+              description: The Machines (C(namespace/name)) it concerns.
+              type: list
+              elements: str
+            object:
+              description: The object it is about (a budget, a workload, the Pods that would stay Pending).
+              type: str
+            evidence:
+              description: What it was judged from (a budget's allowed disruptions and the Pods the batch evicts, the Nodes and room left, ...).
+              type: dict
+            verdict:
+              description: As for RV(machines[].blockers).
+              type: str
+              choices: [clears by itself, needs someone to act, can never clear as things stand]
+            reason:
+              description: Why, in words.
+              type: str
+            holds:
+              description: Whether it holds the deletions (a budget that serialises or stops the drains), or only costs a workload.
+              type: bool
+        concurrency:
+          description: The O(concurrency) asked.
+          type: int
+        suggested_concurrency:
+          description: The largest concurrency at which no budget shared by the Machines serialises their drains, or 1.
+          type: int
+        suggested_order:
+          description: The Machines in the order that lets the most of them finish (given in that order, they start in that order).
+          type: list
+          elements: str
+        counted:
+          description: The Machines whose drain preview was counted.
+          type: list
+          elements: str
+        not_counted:
+          description: By cluster (C(the cluster) for the task's own), what could not be read, so that part was not judged.
+          type: dict
   sample:
     would_finish: [default/worker-1]
     would_wait:
@@ -329,12 +506,52 @@ preflight:
           reason: "it allows 1 disruption now and the batch evicts 2 of its healthy Pods from 2 Machines ..."
 metrics:
   description:
-    - Numbers to graph, by Machine (C(namespace/name)) - C(phase_seconds) (the seconds spent in V(drain) and V(terminate)
-      so far, from O(clock), so they add up across calls and rounds), C(evicted) (how many Pods this call evicted), and
-      C(blockers_by_kind) / C(blockers_by_verdict) (what holds the Machine now, counted).
+    - Numbers to graph, by Machine (C(namespace/name)); the C(delete_machine) role publishes them as the C(set_stats)
+      artifact C(lifecycle_machine_metrics) and the P(lifecycle.machine.prometheus_text#filter) filter writes them for
+      Prometheus, labelled C(name), C(namespace) and C(cluster_name) as Cluster API's own Machine metrics are.
+    - Each Machine's entry holds the keys below.
   returned: always
   type: dict
-  sample: {"default/worker-1": {"phase_seconds": {"drain": 42.0, "terminate": 7.5}, "evicted": 3, "blockers_by_kind": {}, "blockers_by_verdict": {}}}
+  contains:
+    name:
+      description: The Machine's name.
+      type: str
+    namespace:
+      description: The Machine's namespace.
+      type: str
+    cluster_name:
+      description:
+        - The cluster the Machine belongs to - a Cluster API Machine's C(spec.clusterName), an OpenShift Machine's
+          C(machine.openshift.io/cluster-api-cluster) label; empty when neither is known (the Machine was gone).
+      type: str
+    outcome:
+      description: V(done), V(failed), or V(waiting) (still under way, awaiting its instance's termination, or, in check mode, planned).
+      type: str
+      choices: [done, failed, waiting]
+    phase_seconds:
+      description: The seconds spent in V(drain) and V(terminate) so far, from O(clock), so they add up across calls and rounds.
+      type: dict
+    evicted:
+      description:
+        - How many Pods the deletion evicted from the Machine's Node - over every round of this task (the Pods of
+          C(evicted) of RV(machines[].drain)); the C(delete_machine) role adds its tasks up.
+      type: int
+    blockers_by_kind:
+      description: What holds the Machine now (RV(machines[].blockers)), counted by C(kind).
+      type: dict
+    blockers_by_verdict:
+      description: What holds the Machine now, counted by C(verdict).
+      type: dict
+  sample:
+    default/worker-1:
+      name: worker-1
+      namespace: default
+      cluster_name: prod
+      outcome: done
+      phase_seconds: {drain: 42.0, terminate: 7.5}
+      evicted: 3
+      blockers_by_kind: {}
+      blockers_by_verdict: {}
 rounds:
   description: How many rounds of O(progress_interval) seconds the task took (1 without progress rounds).
   returned: unless the task is async

@@ -441,16 +441,39 @@ skipped_reason:
   sample: Machine default/md-0-abcde has the machine.cluster.x-k8s.io/exclude-node-draining annotation
 blockers:
   description:
-    - What holds the Machine now (docs/stalls.md in the source repository), empty once nothing does. Each entry has
-      C(phase) (V(preDrain hook), V(drain), V(volumes), V(preTerminate hook), V(infrastructure), V(node), V(controller)),
-      C(kind) (for example V(hook), V(budget refusal), V(two budgets), V(pod terminating past its grace), V(finalizer),
-      V(volume attachment), V(infrastructure finalizer), V(node deletion error)), C(object), C(since) (when known, for
-      example the wait start Cluster API records for a hook), C(evidence) (a budget's needed and healthy Pods and
-      allowed disruptions, finalizer names, a hook's owner, ...), C(verdict) (V(clears by itself), V(needs someone to
-      act), or V(can never clear as things stand), said only when the cluster's state proves it) and C(reason).
+    - What holds the Machine now (docs/stalls.md in the source repository), empty once nothing does.
   returned: always
   type: list
   elements: dict
+  contains:
+    phase:
+      description: Where the Machine is held.
+      type: str
+      choices: [preDrain hook, drain, volumes, preTerminate hook, infrastructure, node, controller]
+    kind:
+      description:
+        - What holds it, for example V(hook), V(budget refusal), V(two budgets), V(pod terminating past its grace),
+          V(finalizer), V(volume attachment), V(infrastructure finalizer), V(node deletion error) (docs/stalls.md in the
+          source repository lists them all).
+      type: str
+    object:
+      description: The object that holds it, as C(Kind namespace/name) (for example C(Pod shop/db-0)).
+      type: str
+    since:
+      description: When it started holding, when known (RFC 3339; for example the wait start Cluster API records for a hook).
+      type: str
+    evidence:
+      description:
+        - What the verdict was judged from - a budget's needed and healthy Pods and allowed disruptions, finalizer names, a
+          hook's owner, ...
+      type: dict
+    verdict:
+      description: Said only when the cluster's state proves it.
+      type: str
+      choices: [clears by itself, needs someone to act, can never clear as things stand]
+    reason:
+      description: Why, in words.
+      type: str
   sample:
     - phase: drain
       kind: budget refusal
@@ -462,11 +485,41 @@ blockers:
 escalations:
   description:
     - The Pods this task deleted instead of evicting, as O(escalations) asked (in check mode, with C(dry_run), the ones
-      it would delete). Each entry has C(pod), C(at), C(dry_run), C(action), C(after_seconds), C(reason),
-      C(namespaces), C(pod_selector) and C(drain_rules). Each deletion is also a Warning Event C(DrainEscalated) on the Machine.
+      it would delete). Each deletion is also a Warning Event C(DrainEscalated) on the Machine.
   returned: always
   type: list
   elements: dict
+  contains:
+    pod:
+      description: The Pod deleted, C(namespace/name).
+      type: str
+    at:
+      description: When (RFC 3339).
+      type: str
+    dry_run:
+      description: Whether it was only a server-side dry run (check mode).
+      type: bool
+    action:
+      description: What was done instead of an eviction.
+      type: str
+      choices: [delete_pod]
+    after_seconds:
+      description: The escalation's C(after), in seconds from the drain's start.
+      type: float
+    reason:
+      description: The escalation's C(reason), as written (recorded on the Machine).
+      type: str
+    namespaces:
+      description: The escalation's C(namespaces) (empty - every namespace).
+      type: list
+      elements: str
+    pod_selector:
+      description: The escalation's C(pod_selector) (null - every Pod).
+      type: dict
+    drain_rules:
+      description: The escalation's C(drain_rules) (empty - whatever decided the Pod's drain).
+      type: list
+      elements: str
   sample:
     - pod: shop/db-0
       at: "2026-11-27T13:45:00Z"

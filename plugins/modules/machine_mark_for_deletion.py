@@ -73,6 +73,10 @@ machines:
     flavour:
       description: V(openshift) or V(clusterapi).
       type: str
+    cluster:
+      description: The workload cluster of a Cluster API Machine, where its Node is (its C(spec.clusterName)).
+      type: str
+      returned: for Cluster API Machines
     action:
       description: V(marked) (finalizer ensured and deletion started), V(already_deleting), or V(absent).
       type: str

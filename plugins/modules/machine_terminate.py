@@ -310,16 +310,39 @@ next_step:
   sample: pre_terminate_hook
 blockers:
   description:
-    - What holds the Machine now (docs/stalls.md in the source repository), empty once nothing does. Each entry has
-      C(phase) (V(preDrain hook), V(drain), V(volumes), V(preTerminate hook), V(infrastructure), V(node), V(controller)),
-      C(kind) (for example V(hook), V(budget refusal), V(two budgets), V(pod terminating past its grace), V(finalizer),
-      V(volume attachment), V(infrastructure finalizer), V(node deletion error)), C(object), C(since) (when known, for
-      example the wait start Cluster API records for a hook), C(evidence) (a budget's needed and healthy Pods and
-      allowed disruptions, finalizer names, a hook's owner, ...), C(verdict) (V(clears by itself), V(needs someone to
-      act), or V(can never clear as things stand), said only when the cluster's state proves it) and C(reason).
+    - What holds the Machine now (docs/stalls.md in the source repository), empty once nothing does.
   returned: always
   type: list
   elements: dict
+  contains:
+    phase:
+      description: Where the Machine is held.
+      type: str
+      choices: [preDrain hook, drain, volumes, preTerminate hook, infrastructure, node, controller]
+    kind:
+      description:
+        - What holds it, for example V(hook), V(budget refusal), V(two budgets), V(pod terminating past its grace),
+          V(finalizer), V(volume attachment), V(infrastructure finalizer), V(node deletion error) (docs/stalls.md in the
+          source repository lists them all).
+      type: str
+    object:
+      description: The object that holds it, as C(Kind namespace/name) (for example C(Pod shop/db-0)).
+      type: str
+    since:
+      description: When it started holding, when known (RFC 3339; for example the wait start Cluster API records for a hook).
+      type: str
+    evidence:
+      description:
+        - What the verdict was judged from - a budget's needed and healthy Pods and allowed disruptions, finalizer names, a
+          hook's owner, ...
+      type: dict
+    verdict:
+      description: Said only when the cluster's state proves it.
+      type: str
+      choices: [clears by itself, needs someone to act, can never clear as things stand]
+    reason:
+      description: Why, in words.
+      type: str
   sample:
     - phase: drain
       kind: budget refusal

@@ -194,7 +194,10 @@ class DeleteRounds(Rounds):
             earlier = self.outcomes.get(key, {})
             self.outcomes[key] = carried_over(earlier, {**machine, "changed": bool(earlier.get("changed")) or bool(machine.get("changed"))})
         self.errors = union(self.errors, result.get("errors") or [])
-        self.metrics.update(result.get("metrics") or {})
+        for key, figures in (result.get("metrics") or {}).items():
+            # Each round reports what it evicted; the Machine's entry keeps every round's (carried_over).
+            evicted = ((self.outcomes.get(key) or {}).get("drain") or {}).get("evicted")
+            self.metrics[key] = {**figures, "evicted": len(evicted)} if evicted is not None else figures
         self.clock = result.get("clock", self.clock)
         self.pending = [
             {key: machine[key] for key in MACHINE_KEYS if key in machine} for machine in result.get("machines") or [] if machine.get("status") == IN_PROGRESS

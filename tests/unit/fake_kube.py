@@ -19,6 +19,7 @@ from collections import Counter
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.access import ACCESS_REVIEWS, Access
 from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.errors import ApiError, Cancelled, http_reason
 
 
@@ -112,6 +113,8 @@ class FakeKube:
     """
 
     background_watches = False
+    # Called with (method, path) of every request; the unit tests' conftest holds them to extensions/awx/rbac.yml.
+    permission_check: Callable[[str, str], None] | None = None
 
     def __init__(self) -> None:
         self.objects: dict[str, dict] = {}
@@ -128,6 +131,9 @@ class FakeKube:
         # Every Namespace exists unless named here (or namespaces_implicit is off: then only those put).
         self.missing_namespaces: set[str] = set()
         self.namespaces_implicit = True
+        # What the identity may not do, as SelfSubjectAccessReviews answer: (verb, group, resource, namespace or None).
+        self.denied: set[tuple[str, str, str, str | None]] = set()
+        self.access = Access(self)
 
     # -- test set-up -----------------------------------------------------------
     def put(self, path: str, obj: dict) -> dict:
@@ -181,6 +187,7 @@ class FakeKube:
     # The store is one cluster: a Cluster API Machine's workload cluster is the store itself
     # (a self-hosted cluster). Reading the kubeconfig Secret is proven against the real API server.
     label = ""
+    server = ""
 
     def other_cluster(self, key: str, make: Callable[[], Any], *, label: str) -> FakeKube:
         self.other_clusters = [*getattr(self, "other_clusters", []), key]
@@ -191,6 +198,7 @@ class FakeKube:
 
     def request(self, method: str, path: str, *, query: dict | None = None, body: Any = None, content_type: str | None = None, **_options: Any) -> Any:
         method = method.upper()
+        self._probe(_options.get("verify"))
         self._sent(method, path)
         query = {k: v for k, v in (query or {}).items() if v is not None}
         if method == "GET":
@@ -204,7 +212,7 @@ class FakeKube:
                 raise ApiError(404, "Not Found", {"message": f"{path} not found"}, method, path)
             return {"metadata": {"resourceVersion": str(self._current_version())}, "items": items}
         if method == "POST":
-            return self._create(path, body, dry_run=query.get("dryRun") == "All")
+            return self._review(body) if path == ACCESS_REVIEWS else self._create(path, body, dry_run=query.get("dryRun") == "All")
         if method == "PATCH":
             return self._patch(path, body, content_type, dry_run=query.get("dryRun") == "All")
         if method == "DELETE":
@@ -232,7 +240,7 @@ class FakeKube:
         return self.list_with_version(path, label_selector, field_selector)[0]
 
     def create(self, path: str, body: dict, dry_run: bool = False, **_options: Any) -> dict:
-        return self.request("POST", path, query={"dryRun": "All" if dry_run else None}, body=body)
+        return self.request("POST", path, query={"dryRun": "All" if dry_run else None}, body=body, verify=_options.get("verify"))
 
     def patch(self, path: str, body: Any, content_type: str = "application/merge-patch+json", dry_run: bool = False, subresource_status: bool = False) -> dict:
         if subresource_status:
@@ -269,10 +277,31 @@ class FakeKube:
         self.clock += timeout
 
     # -- the store -----------------------------------------------------------------
+    def _probe(self, verify: Callable[[], Any] | None) -> None:
+        """What the transport asks before it sends again a request whose answer was lost (``verify``), asked once
+        here only for what it would request (the permission check), recording nothing: the store never loses an answer."""
+        if verify is None or FakeKube.permission_check is None:
+            return
+        self._probing = True
+        try:
+            verify()
+        except ApiError:
+            pass
+        finally:
+            self._probing = False
+
+    _probing = False
+
     def _sent(self, method: str, path: str) -> None:
+        if self._probing:
+            if FakeKube.permission_check is not None:
+                FakeKube.permission_check(method, path)
+            return
         if self.cancelled:
             raise Cancelled(f"the run was cancelled before {method} {path}")
         self.requests.append((method, path))
+        if FakeKube.permission_check is not None:
+            FakeKube.permission_check(method, path)
         if self.on_request is not None:
             self.on_request(method, path)
         queued = self.failures.get((method, path))
@@ -280,6 +309,12 @@ class FakeKube:
             error = queued.pop(0)
             error.method, error.path = method, path
             raise error
+
+    def _review(self, body: dict) -> dict:
+        """A SelfSubjectAccessReview, answered from ``denied``."""
+        attributes = body["spec"]["resourceAttributes"]
+        asked = (attributes["verb"], attributes.get("group", ""), attributes["resource"], attributes.get("namespace"))
+        return {**body, "status": {"allowed": asked not in self.denied}}
 
     def _current_version(self) -> int:
         return self.changes[-1][0] if self.changes else 0

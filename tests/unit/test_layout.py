@@ -4,7 +4,7 @@
     only ``api.py``, ``waits.py`` (waits and follows, apart from the thin api file),
     ``feed.py`` (watch-fed views shared by a task's Machines) and ``run.py`` talk to the API: every other file is pure,
     dicts in and decisions out, importing nothing of ``_k8s``, ``_module``,
-    ``kubernetes`` or ``ansible.module_utils.basic``, nor another package's
+    ``kubernetes`` (but the pure library functions of ``PURE_LIBRARIES``) or ``ansible.module_utils.basic``, nor another package's
     api/run - neither directly nor through another file it imports. The same
     holds for ``_errors.py``, ``_timeutil.py`` and for what runs on the
     controller (``plugins/action/``, ``plugins/plugin_utils/``,
@@ -60,6 +60,9 @@ ORCHESTRATOR = "_delete"
 ALLOWED_BETWEEN_FEATURES = {("_terminate", "_drain"): ("_drain.rules", "_drain.api.load_drain_rules", "_drain.api.SkippedPods")}
 # What only api.py / run.py of a feature package may import.
 IMPURE = (f"{UTILS}._k8s", f"{UTILS}._module", "kubernetes", "ansible.module_utils.basic")
+# Pure functions of a library under IMPURE, which a pure file may import by this exact module: the kubernetes
+# client's quantity parser (_delete/capacity.py) reads text and talks to no server.
+PURE_LIBRARIES = ("kubernetes.utils.quantity",)
 BASIC = "ansible.module_utils.basic"
 
 
@@ -164,6 +167,11 @@ def talks_to_the_api(target: str) -> bool:
     return len(parts) >= 2 and parts[0] in {p.name for p in packages()} and parts[1] in {name.removesuffix(".py") for name in API_FILES}
 
 
+def is_impure(target: str) -> bool:
+    """Whether an import target talks to the API (or is AnsibleModule), the pure library functions aside."""
+    return any(under(target, prefix) for prefix in IMPURE) and not any(under(target, library) for library in PURE_LIBRARIES)
+
+
 def impure_imports(path: Path, source: str | None = None) -> list[str]:
     """Rule (a) for one pure file (see :func:`pure_files`): its own imports."""
     if path.name in API_FILES and MODULE_UTILS in path.parents:
@@ -178,7 +186,7 @@ def impure_imports(path: Path, source: str | None = None) -> list[str]:
         move = "Let a feature's run.py make the call (the module or plugin that runs it passes the data in)."
         instead = "or leave the call to a feature's api.py or run.py"
     errors = []
-    for line, target, text in first_per_file(imports(path, source), lambda t: any(under(t, prefix) for prefix in IMPURE)):
+    for line, target, text in first_per_file(imports(path, source), is_impure):
         errors.append(
             f"[rule a] {where(path, line)}: `{text}` - {what}: only api.py, waits.py, feed.py and run.py may import _k8s, _module, kubernetes"
             f" or {BASIC} (here {target}). {move}"
@@ -205,7 +213,7 @@ def _reaches_directly(path: Path) -> str | None:
     if path.name in API_FILES and MODULE_UTILS in path.parents:
         return path.name
     for _line, target, text in imports(path):
-        if any(under(target, prefix) for prefix in IMPURE):
+        if is_impure(target):
             return f"`{text}`"
     return None
 
@@ -232,7 +240,7 @@ def indirect_impure_imports(path: Path, source: str | None = None) -> list[str]:
     """Rule (a), transitively: a pure file's imports of the collection's other files never lead to the transport."""
     errors, seen = [], set()
     for line, target, text in first_per_file(imports(path, source), lambda t: bool(file_of(t))):
-        if any(under(target, prefix) for prefix in IMPURE) or talks_to_the_api(target):
+        if is_impure(target) or talks_to_the_api(target):
             continue  # reported by impure_imports
         for imported in file_of(target):
             chain = path_to_the_transport(imported, seen)
@@ -416,6 +424,8 @@ API = MODULE_UTILS / "_drain" / "api.py"
         (LOGIC, "from ansible.module_utils.basic import AnsibleModule"),
         (LOGIC, "from ansible.module_utils import basic"),
         (LOGIC, "def f():\n    from kubernetes.client import ApiClient\n"),
+        (LOGIC, "from kubernetes.utils import parse_quantity"),
+        (LOGIC, "from kubernetes.utils import create_from_dict"),
         (LOGIC, f"from {UTILS}._machine.api import get_machine"),
         (LOGIC, "from . import run"),
         (LOGIC, "from .._terminate.run import TerminateOptions"),
@@ -437,6 +447,7 @@ def test_rule_a_catches_an_impure_import(path, source) -> None:
         f"from {UTILS}._drain.budgets import budget_groups",
         f"from {UTILS}._terminate.apiary import x",
         "import json",
+        "from kubernetes.utils.quantity import parse_quantity",
     ],
 )
 def test_rule_a_lets_pure_imports_be(source) -> None:

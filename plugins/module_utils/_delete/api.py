@@ -41,18 +41,24 @@ def _listed(api: KubeApi, path: str, errors: list[str], what: str, field_selecto
 
 
 def _controllers(api: KubeApi, pods: list[dict], errors: list[str]) -> dict[str, dict]:
-    """Controller UID -> its kind, name, replicas and owner, for the controllers of ``pods``."""
+    """Controller UID -> its kind, name, replicas and owner, for the controllers of ``pods``. A kind the identity may
+    not read (403) is said once in ``errors`` and not asked again: its replicas are not judged."""
     found: dict[str, dict] = {}
+    forbidden: set[str] = set()
     for pod in pods:
         meta = pod.get("metadata") or {}
         for ref in meta.get("ownerReferences") or []:
-            if ref.get("controller") is not True or ref.get("kind") not in CONTROLLERS or ref.get("uid") in found:
+            if ref.get("controller") is not True or ref.get("kind") not in CONTROLLERS or ref.get("uid") in found or ref["kind"] in forbidden:
                 continue
             api_version, plural = CONTROLLERS[ref["kind"]]
             try:
                 controller = api.get(resource_path(api_version, plural, meta.get("namespace"), ref.get("name")))
             except ApiError as exc:
-                errors.append(f"cannot read {ref['kind']} {meta.get('namespace')}/{ref.get('name')}: {exc.describe()}")
+                if exc.status == 403:
+                    forbidden.add(ref["kind"])
+                    errors.append(f"cannot read {ref['kind']}s (get {plural}, API group {api_version.rpartition('/')[0] or 'core'}): {exc.describe()}")
+                else:
+                    errors.append(f"cannot read {ref['kind']} {meta.get('namespace')}/{ref.get('name')}: {exc.describe()}")
                 controller = None
             if controller is None or (controller.get("metadata") or {}).get("uid") != ref.get("uid"):
                 continue

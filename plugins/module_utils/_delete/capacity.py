@@ -15,37 +15,37 @@ the scheduler decides that; not fitting in total proves some stay Pending.
 from __future__ import annotations
 
 import re
-from decimal import Decimal, InvalidOperation
+from decimal import Decimal
+
+try:
+    from kubernetes.utils.quantity import parse_quantity as _library_quantity
+except ImportError:  # pragma: no cover - the modules that read quantities need the client for their transport anyway
+    _library_quantity = None
 
 # The resources counted, and a Pod's own slot.
 CPU, MEMORY, PODS = "cpu", "memory", "pods"
 RESOURCES = (CPU, MEMORY, PODS)
 
-# Kubernetes quantity suffixes: the decimal ones (n u m, none, k M G T P E: powers of 1000) and the
-# binary ones (Ki Mi Gi Ti Pi Ei: powers of 1024).
-_SUFFIXES = {
-    **{suffix: Decimal(1000) ** power for power, suffix in enumerate(("n", "u", "m", "", "k", "M", "G", "T", "P", "E"), start=-3)},
-    **{suffix: Decimal(1024) ** power for power, suffix in enumerate(("Ki", "Mi", "Gi", "Ti", "Pi", "Ei"), start=1)},
-}
-_QUANTITY = re.compile(r"^([+-]?(?:\d+\.?\d*|\.\d+))(?:([eE][+-]?\d+)|(Ki|Mi|Gi|Ti|Pi|Ei|[numkMGTPE]))?$")
+# What the API server writes as a quantity: a decimal number, then an exponent (e3, E-2) or one of the suffixes
+# n u m k M G T P E (powers of 1000) and Ki Mi Gi Ti Pi Ei (powers of 1024). The kubernetes client's parser reads
+# more than that (1K, 1_000, NaN, Infinity, which no quantity is), so what it is given is checked here first.
+_QUANTITY = re.compile(r"^[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+|Ki|Mi|Gi|Ti|Pi|Ei|[numkMGTPE])?$")
 
 
 def parse_quantity(value) -> Decimal | None:
     """A Kubernetes quantity (``100m``, ``1Gi``, ``1e3``, ``2``, or a number) as a Decimal
-    in the resource's base unit (cores, bytes, Pods); None when it is not one."""
-    if isinstance(value, bool) or value is None:
+    in the resource's base unit (cores, bytes, Pods), read by the kubernetes client's
+    ``parse_quantity``; None when it is not one."""
+    if isinstance(value, bool) or value is None or _library_quantity is None:
         return None
     if isinstance(value, (int, float)):
-        return Decimal(str(value))
-    match = _QUANTITY.match(str(value).strip())
-    if not match:
+        return Decimal(str(value))  # as written, not a float's binary expansion
+    text = str(value).strip()
+    if not _QUANTITY.match(text):
         return None
-    number, exponent, suffix = match.groups()
     try:
-        if exponent:
-            return Decimal(number + exponent)
-        return Decimal(number) * _SUFFIXES[suffix or ""]
-    except InvalidOperation:
+        return _library_quantity(text)
+    except ValueError:
         return None
 
 

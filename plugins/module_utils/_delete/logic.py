@@ -18,6 +18,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from ansible_collections.lifecycle.machine.plugins.module_utils._delete.metrics import OUTCOME_DONE, OUTCOME_FAILED, OUTCOME_WAITING
 from ansible_collections.lifecycle.machine.plugins.module_utils._delete.preflight import batch_findings, finding_line
 from ansible_collections.lifecycle.machine.plugins.module_utils._drain.escalations import Escalation, normalize_escalations
 from ansible_collections.lifecycle.machine.plugins.module_utils._drain.rules import normalize_rules
@@ -248,6 +249,8 @@ class Outcome:
     flavour: str | None = None
     # The workload cluster of a Cluster API Machine (where its Node is).
     cluster: str | None = None
+    # The cluster the Machine belongs to, for its metrics (``Flavour.owning_cluster``: OpenShift's too), once read.
+    cluster_name: str | None = None
     drain: dict | None = None
     terminate: dict | None = None
     # Who carries out the deletion (controller / collection) and the controller's field manager when seen.
@@ -323,10 +326,18 @@ def batches_text(batches: list[dict]) -> str:
 CLOCK_PHASES = (DRAIN, TERMINATE, DONE)
 
 
+def metrics_outcome(status: str) -> str:
+    """The outcome a Machine's metrics report for its status: done, failed, or waiting (still under way, or,
+    in check mode, planned)."""
+    return {DONE: OUTCOME_DONE, FAILED: OUTCOME_FAILED}.get(status, OUTCOME_WAITING)
+
+
 def machine_metrics(outcome: Outcome, clock: dict, now: float) -> dict:
-    """Numbers to graph for one Machine: the seconds spent in each phase so far
-    (from the clock carried across calls and rounds), what this call evicted, and
-    what holds the Machine now, counted by kind and by verdict."""
+    """Numbers to graph for one Machine: its ``name``, ``namespace`` and ``cluster_name`` (the labels
+    Cluster API's own Machine metrics use), its ``outcome`` (done, failed, waiting), the seconds spent in
+    each phase so far (from the clock carried across calls and rounds), the Pods this call evicted (the
+    action plugin and the role add the calls and rounds up), and what holds the Machine now, counted by
+    kind and by verdict."""
     starts = clock.get(outcome.key) or {}
     seen = [(phase, starts[phase]) for phase in CLOCK_PHASES if phase in starts]
     phases = {}
@@ -341,6 +352,10 @@ def machine_metrics(outcome: Outcome, clock: dict, now: float) -> dict:
         by_kind[blocker.get("kind")] = by_kind.get(blocker.get("kind"), 0) + 1
         by_verdict[blocker.get("verdict")] = by_verdict.get(blocker.get("verdict"), 0) + 1
     return {
+        "name": outcome.machine.get("name"),
+        "namespace": outcome.machine.get("namespace"),
+        "cluster_name": outcome.cluster_name or outcome.cluster or "",
+        "outcome": metrics_outcome(outcome.status),
         "phase_seconds": phases,
         "evicted": len((outcome.drain or {}).get("evicted") or []),
         "blockers_by_kind": by_kind,
@@ -386,6 +401,18 @@ def preflight(outcomes: list[Outcome], facts: dict | None = None, concurrency: i
             if finding["holds"] and key in answer["would_finish"]:
                 answer["would_finish"].remove(key)
     return {**answer, "batch": batch}
+
+
+def preflight_warnings(answer: dict) -> list[str]:
+    """What check mode's preflight could not read (``batch.not_counted``), as warnings: a part it could not judge
+    (a list or read the identity may not make) must not pass for a part where nothing was found."""
+    unread = (answer.get("batch") or {}).get("not_counted") or {}
+    return [
+        f"The preflight could not read everything in {cluster}, so that part of what the batch does to itself is not judged: "
+        f"{problems[0]}{f' (and {len(problems) - 1} more, in preflight.batch.not_counted)' if len(problems) > 1 else ''}"
+        for cluster, problems in sorted(unread.items())
+        if problems
+    ]
 
 
 def deletion_seconds(outcomes: list[Outcome], clock: dict, now: float) -> float | None:

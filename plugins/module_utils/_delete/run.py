@@ -28,11 +28,13 @@ from ansible_collections.lifecycle.machine.plugins.module_utils._delete.logic im
     machine_key,
     machine_metrics,
     preflight,
+    preflight_warnings,
     progress_lines,
     slice_message,
     start_phase,
     terminate_summary,
 )
+from ansible_collections.lifecycle.machine.plugins.module_utils._drain.api import check_permissions
 from ansible_collections.lifecycle.machine.plugins.module_utils._drain.escalations import rule_names_wanted
 from ansible_collections.lifecycle.machine.plugins.module_utils._drain.request import DrainRequest
 from ansible_collections.lifecycle.machine.plugins.module_utils._drain.run import DrainRun, check_escalation_rules
@@ -126,6 +128,8 @@ class MachineDeletion:
             while True:
                 self.again = None
                 scope = self.scope()
+                if scope is not None and outcome.cluster_name is None:
+                    outcome.cluster_name = scope.flavour.owning_cluster(scope.machine)
                 self.out_of_service(scope)
                 if scope is None:
                     pass  # gone, or undecided when this call's slice ended: the outcome says so
@@ -149,11 +153,15 @@ class MachineDeletion:
         """Before the Machine is marked (``_mark.run.mark`` asks only about one not
         being deleted yet: for those an unreachable workload cluster is waited for):
         its workload cluster can be reached (Secret, kubeconfig, an answer) and its
-        Node is its own, unless Cluster API would not touch the Node at all."""
+        Node is its own, unless Cluster API would not touch the Node at all; and the identity there
+        may do what the escalations need."""
         flavour = flavour_for(machine)
         reason = node_steps_skip_reason(self.api, machine, flavour, self.feeds)
         if reason is None or (reason == NO_NODE_REF and flavour.provider_id(machine)):
             check_node_side(self.api, machine, self.request.workload)
+        if reason is None and self.request.escalations and flavour.node_name(machine):
+            # What the escalations need where the Node's Pods are (plain Pod deletion), before the Machine is marked.
+            check_permissions(node_api(self.api, machine, self.request.workload, flavour), self.request.escalations)
 
     def waiting_for_cluster(self, phase: str, timeout: int, result: dict, message: str, final: bool) -> bool:
         """A phase stopped because the Machine's workload cluster did not answer: while
@@ -478,6 +486,7 @@ def delete_machines(api: KubeApi, request: DeleteRequest) -> dict:
         if outcome.status == DONE and not request.check_mode and outcome.key in clock:
             start_phase(clock, outcome.key, DONE, now)  # when it finished, for the phases' figures
     by_status = {status: [outcome.as_dict() for outcome in outcomes if outcome.status == status] for status in (AWAITING_INSTANCE, FAILED)}
+    answer = preflight(outcomes, read_batch(api, request.workload, previews(deletions)), request.concurrency) if request.check_mode else None
     known = {outcome.key for outcome in outcomes}
     return {
         "changed": any(outcome.changed for outcome in outcomes),
@@ -489,7 +498,7 @@ def delete_machines(api: KubeApi, request: DeleteRequest) -> dict:
         "progress": progress_lines(outcomes, elapsed, clock=clock, now=now),
         "clock": {key: phases for key, phases in clock.items() if key in known},
         "metrics": {outcome.key: machine_metrics(outcome, clock, now) for outcome in outcomes},
-        **({"preflight": preflight(outcomes, read_batch(api, request.workload, previews(deletions)), request.concurrency)} if request.check_mode else {}),
+        **({"preflight": answer, "warnings": preflight_warnings(answer)} if answer is not None else {}),
         "elapsed_seconds": round(elapsed, 1),
         "api_requests": api.total_requests,
     }

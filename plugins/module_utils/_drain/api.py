@@ -29,7 +29,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from ansible_collections.lifecycle.machine.plugins.module_utils._drain.budgets import budget_groups, covering_budgets, dry_run_allowance, ready
-from ansible_collections.lifecycle.machine.plugins.module_utils._drain.escalations import Escalation, escalation_for
+from ansible_collections.lifecycle.machine.plugins.module_utils._drain.escalations import Escalation, escalation_for, permission_message, permissions_needed
 from ansible_collections.lifecycle.machine.plugins.module_utils._drain.evictions import eviction_failure_message
 from ansible_collections.lifecycle.machine.plugins.module_utils._drain.gates import cordoned_control_plane_nodes, is_control_plane_node, node_machine
 from ansible_collections.lifecycle.machine.plugins.module_utils._drain.logic import (
@@ -44,9 +44,10 @@ from ansible_collections.lifecycle.machine.plugins.module_utils._drain.passes im
 from ansible_collections.lifecycle.machine.plugins.module_utils._drain.pods import pod_key
 from ansible_collections.lifecycle.machine.plugins.module_utils._drain.rules import SKIP, merge_rules
 from ansible_collections.lifecycle.machine.plugins.module_utils._drain.view import DrainView, budget_key
+from ansible_collections.lifecycle.machine.plugins.module_utils._errors import MachineError
 from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.client import KubeApi
 from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.errors import ApiError
-from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.paths import resource_path
+from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.paths import Permission, resource_path
 from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.watch import watch_until
 from ansible_collections.lifecycle.machine.plugins.module_utils._machine.api import get_node, node_path
 from ansible_collections.lifecycle.machine.plugins.module_utils._machine.flavour import OPENSHIFT_GROUP
@@ -65,6 +66,18 @@ DRAIN_RULES_PLURAL = "machinedrainrules"
 # Evictions of one batch run concurrently, at most this many at once
 # (KubeApi's connection pool holds as many connections).
 EVICTION_WORKERS = 16
+
+
+def check_permissions(api: KubeApi, escalations: Sequence[Escalation], *, disable_eviction: bool = False) -> None:
+    """Before anything is changed: fail (MachineError naming the permission, where, and the option that needs it)
+    when ``api``'s identity - where the Pods are: the Machine's workload cluster, or the task's own - may not do
+    what ``escalations`` or ``disable_eviction`` need (plain Pod deletion), as a SelfSubjectAccessReview answers.
+    In check mode too (a review changes nothing). A review the server cannot answer is no refusal."""
+    cluster = api.label or (f"the cluster ({api.server})" if api.server else "the cluster")
+    for (verb, group, resource), namespace, option in permissions_needed(escalations, disable_eviction=disable_eviction):
+        permission = Permission(verb, resource, group, namespace)
+        if api.access.allows(permission) is False:
+            raise MachineError(permission_message(option, permission.describe(), cluster))
 
 
 def set_unschedulable(api: KubeApi, node: dict, unschedulable: bool) -> tuple[dict, bool]:

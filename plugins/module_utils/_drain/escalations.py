@@ -171,3 +171,32 @@ def unknown_rules_message(unknown: Sequence[str], known: Sequence[str], where: s
         f"Invalid escalations: drain_rules names {', '.join(unknown)}, which no MachineDrainRule of the task is ({where}; "
         f"the task's rules: {have}): such an escalation could never apply; nothing was changed"
     )
+
+
+# What plain Pod deletion needs: (verb, API group, resource).
+DELETE_PODS = ("delete", "", "pods")
+# The role that grants it, not bound by the collection's own RBAC (extensions/awx/rbac.yml).
+POD_DELETE_ROLE = "lifecycle-machine-pod-delete"
+
+
+def permissions_needed(escalations: Sequence[Escalation], *, disable_eviction: bool = False) -> list[tuple[tuple[str, str, str], str | None, str]]:
+    """What the options ask of the identity beyond evicting, each once: ((verb, group, resource), namespace (None:
+    every namespace), the option that needs it). Plain Pod deletion - in every namespace for ``disable_eviction`` and
+    an escalation without ``namespaces``, else in each of its namespaces."""
+    needed: dict[tuple[tuple[str, str, str], str | None], str] = {}
+    if disable_eviction:
+        needed[(DELETE_PODS, None)] = "disable_eviction"
+    for index, escalation in enumerate(escalations):
+        if escalation.action == DELETE_POD:
+            for namespace in escalation.namespaces or (None,):
+                needed.setdefault((DELETE_PODS, namespace), f"escalations[{index}]")
+    return [(permission, namespace, option) for (permission, namespace), option in needed.items()]
+
+
+def permission_message(option: str, permission: str, cluster: str) -> str:
+    """The failure before any change when the identity lacks what ``option`` needs (``permission``, in words)."""
+    return (
+        f"{option} deletes Pods instead of evicting them, which needs {permission} in {cluster}; this identity may not "
+        f"(the API server's SelfSubjectAccessReview says so). Bind the {POD_DELETE_ROLE} ClusterRole of extensions/awx/rbac.yml "
+        f"(or a Role granting delete on pods) to it, or leave {option.partition('[')[0]} out. Nothing was changed."
+    )

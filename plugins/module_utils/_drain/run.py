@@ -30,6 +30,7 @@ from ansible_collections.lifecycle.machine.plugins.module_utils._drain.api impor
     DrainPass,
     NodeWatch,
     PodContext,
+    check_permissions,
     drain_pass,
     get_node,
     load_drain_rules,
@@ -490,6 +491,7 @@ class DrainRun:
             view = self.scope.view if self.scope is not None else None
             self.passes = DrainPasses(self.api, request, inline_rules=inline_rules, deadline=self.deadline, flavour=flavour, node_side=self.node_api, view=view)
             self.check_escalation_rules()
+            self.check_permissions()
             if self.gate is not None:
                 final = self.machine_checks(first=True)
                 if final is not None:
@@ -513,6 +515,19 @@ class DrainRun:
             self.passes.loaded_rules = check_escalation_rules(self.api, request.escalations, self.passes.inline_rules, request.use_cluster_rules, namespace)
         except MachineError as exc:
             raise self.fail(exc.msg) from None
+
+    def check_permissions(self) -> None:
+        """What ``escalations`` and ``disable_eviction`` need (plain Pod deletion), asked where the Node's Pods are
+        before anything is touched; a drain with no Node to drain asks nothing."""
+        request = self.request
+        if request.state != DRAINED or not (request.escalations or request.disable_eviction):
+            return
+        if self.machine is not None and self.recorder.flavour.node_name(self.machine) is None:
+            return
+        try:
+            check_permissions(self.node_api(), request.escalations, disable_eviction=request.disable_eviction)
+        except MachineError as exc:
+            raise self.fail(exc.msg) from None  # nothing is written, not even on the Machine
 
     def check_node(self, node: dict | None) -> None:
         """Refuse a Node that is not the Machine's own although it has the name

@@ -23,6 +23,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 from urllib.parse import urlencode
 
+from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.access import Access
 from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.attempts import Attempts, Call, Link
 from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.discovery import Discovery
 from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.errors import (
@@ -119,6 +120,8 @@ class KubeApi:
         self.request_count = 0
         self.retries: Counter[str] = Counter()
         self.discovery = Discovery(self)
+        # What this connection's identity may do (SelfSubjectAccessReview), asked once per run.
+        self.access = Access(self)
 
     # -- lifecycle -----------------------------------------------------------
     def cancel(self) -> None:
@@ -155,6 +158,7 @@ class KubeApi:
         child._others, child._others_lock = self._others, self._others_lock
         child._shared = self._shared
         child.discovery = self.discovery.through(child)
+        child.access = self.access.through(child)
         child._answered = self._answered
         with self._lock:
             self._children.append(child)

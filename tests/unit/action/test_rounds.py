@@ -125,10 +125,26 @@ def test_a_deletion_goes_on_with_the_machines_in_progress_only_and_their_clock()
 
 def test_the_figures_of_every_machine_are_kept_across_rounds() -> None:
     rounds = DeleteRounds({"machines": [{"name": "a", "namespace": "ns"}, {"name": "b", "namespace": "ns"}], "progress_interval": 20}, check_mode=False)
-    first = {**delete_round(machine("a", "done"), machine("b", "in_progress")), "metrics": {"ns/a": {"evicted": 1}, "ns/b": {"evicted": 2}}}
+    first = {**delete_round(machine("a", "done"), machine("b", "in_progress")), "metrics": {"ns/a": {"outcome": "done"}, "ns/b": {"outcome": "waiting"}}}
     rounds.add(first)
-    rounds.add({**delete_round(machine("b", "done")), "metrics": {"ns/b": {"evicted": 3}}})
-    assert rounds.result()["metrics"] == {"ns/a": {"evicted": 1}, "ns/b": {"evicted": 3}}
+    rounds.add({**delete_round(machine("b", "done")), "metrics": {"ns/b": {"outcome": "done"}}})
+    assert rounds.result()["metrics"] == {"ns/a": {"outcome": "done"}, "ns/b": {"outcome": "done"}}
+
+
+def drained(name: str, status: str, *evicted: str) -> dict:
+    return {**machine(name, status), "drain": {"evicted": list(evicted), "completed": status != "in_progress"}}
+
+
+def test_the_pods_evicted_add_up_over_the_rounds_of_a_drain() -> None:
+    """A drain held by a budget across rounds evicts some Pods in each: the figures count them all, not the last round's."""
+    rounds = DeleteRounds({"machines": [{"name": "a", "namespace": "ns"}], "progress_interval": 1}, check_mode=False)
+    rounds.add({**delete_round(drained("a", "in_progress", "ns/web-1", "ns/web-2")), "metrics": {"ns/a": {"evicted": 2, "outcome": "waiting"}}})
+    rounds.add({**delete_round(machine("a", "in_progress")), "metrics": {"ns/a": {"evicted": 0, "outcome": "waiting"}}})
+    rounds.add({**delete_round(drained("a", "in_progress", "ns/web-3")), "metrics": {"ns/a": {"evicted": 1, "outcome": "waiting"}}})
+    rounds.add({**delete_round(drained("a", "done")), "metrics": {"ns/a": {"evicted": 0, "outcome": "done"}}})
+    result = rounds.result()
+    assert result["metrics"] == {"ns/a": {"evicted": 3, "outcome": "done"}}
+    assert result["machines"][0]["drain"]["evicted"] == ["ns/web-1", "ns/web-2", "ns/web-3"]
 
 
 def test_a_deletion_returns_to_the_playbook_when_an_openshift_machine_awaits_its_provider_tasks() -> None:

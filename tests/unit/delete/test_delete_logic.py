@@ -210,6 +210,10 @@ def test_machine_metrics_count_each_phase_from_the_clock_and_the_blockers_by_kin
     clock = {"ns/m": {"drain": 100.0, "terminate": 160.0}}
     metrics = machine_metrics(outcome, clock, 190.0)
     assert metrics == {
+        "name": "m",
+        "namespace": "ns",
+        "cluster_name": "",
+        "outcome": "waiting",
         "phase_seconds": {"drain": 60.0, "terminate": 30.0},
         "evicted": 2,
         "blockers_by_kind": {"hook": 2},
@@ -218,6 +222,23 @@ def test_machine_metrics_count_each_phase_from_the_clock_and_the_blockers_by_kin
     clock["ns/m"]["done"] = 170.0
     assert machine_metrics(outcome, clock, 500.0)["phase_seconds"] == {"drain": 60.0, "terminate": 10.0}
     assert machine_metrics(outcome, {}, 500.0)["phase_seconds"] == {}
+
+
+@pytest.mark.parametrize(
+    ("status", "expected"),
+    [("done", "done"), ("failed", "failed"), ("in_progress", "waiting"), ("awaiting_instance_termination", "waiting"), ("planned", "waiting")],
+)
+def test_machine_metrics_say_whether_the_deletion_is_done_failed_or_waiting(status, expected) -> None:
+    assert machine_metrics(Outcome(machine={"name": "m", "namespace": "ns"}, status=status), {}, 1.0)["outcome"] == expected
+
+
+def test_machine_metrics_name_the_machines_cluster_as_cluster_apis_metrics_do() -> None:
+    """cluster_name: the Cluster API Cluster (spec.clusterName, the workload cluster), or the cluster an OpenShift Machine's label names."""
+    capi = Outcome(machine={"name": "m", "namespace": "ns"}, cluster="prod", cluster_name="prod")
+    openshift = Outcome(machine={"name": "m", "namespace": "openshift-machine-api"}, cluster=None, cluster_name="ocp-7x2k")
+    assert machine_metrics(capi, {}, 1.0)["cluster_name"] == "prod"
+    assert machine_metrics(openshift, {}, 1.0)["cluster_name"] == "ocp-7x2k"
+    assert machine_metrics(Outcome(machine={"name": "m", "namespace": "ns"}, cluster="prod"), {}, 1.0)["cluster_name"] == "prod"
 
 
 def test_check_mode_answers_which_machines_would_finish_wait_or_never() -> None:

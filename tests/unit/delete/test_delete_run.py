@@ -22,6 +22,7 @@ from ansible_collections.lifecycle.machine.plugins.module_utils._delete.logic im
 )
 from ansible_collections.lifecycle.machine.plugins.module_utils._delete.run import delete_machines
 from ansible_collections.lifecycle.machine.plugins.module_utils._drain import rules as drain_rules
+from ansible_collections.lifecycle.machine.plugins.module_utils._drain.escalations import normalize_escalations
 from ansible_collections.lifecycle.machine.plugins.module_utils._drain.rules import normalize_rules
 from ansible_collections.lifecycle.machine.plugins.module_utils._timeutil import now, rfc3339
 
@@ -191,3 +192,54 @@ def test_a_followed_budget_refusal_is_judged_by_its_budget_and_on_stall_fail_sto
     assert place.fake.monotonic() - started < 60, "on_stall: fail looks before the drain's budget is spent"
     assert [method for method, _path in place.writes()] == [], place.writes()
     assert place.stored(place.path) is not None and place.stored(POD) is not None
+
+
+REVIEWS = "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews"
+
+
+def changes(place: World) -> list[tuple[str, str]]:
+    """The writes but the access reviews (which change nothing)."""
+    return [(method, path) for method, path in place.writes() if path != REVIEWS]
+
+
+def test_escalations_the_identity_may_not_carry_out_fail_the_machine_before_it_is_marked() -> None:
+    """Escalations delete Pods: without delete on pods where the Node's Pods are, the Machine fails before anything is
+    changed (it is not even marked), naming the option, the permission and where - in check mode too, where the preflight
+    says it can never finish."""
+    place = world()
+    pod(place)
+    place.fake.denied.add(("delete", "", "pods", None))
+    escalations = normalize_escalations([{"after": "30m", "reason": "CHG-1"}])
+    for check_mode in (True, False):
+        result = delete_machines(place.fake, request(escalations=escalations, check_mode=check_mode))
+        (outcome,) = result["machines"]
+        assert outcome["status"] == FAILED, outcome
+        message = outcome["message"]
+        assert message.startswith("escalations[0] deletes Pods instead of evicting them, which needs delete pods (core API group) in every namespace")
+        assert "lifecycle-machine-pod-delete" in message and message.endswith("Nothing was changed."), message
+        assert changes(place) == [], changes(place)
+        assert place.stored(place.path)["metadata"].get("deletionTimestamp") is None
+    assert result["errors"] == [f"{KEY}: {message}"]
+    preview = delete_machines(place.fake, request(escalations=escalations, check_mode=True))["preflight"]
+    assert list(preview["can_never_finish"]) == [KEY] and "escalations[0]" in preview["can_never_finish"][KEY][0]
+
+
+def test_a_machine_being_deleted_fails_before_its_drain_touches_anything() -> None:
+    place = world(deleting=True)
+    pod(place)
+    place.fake.denied.add(("delete", "", "pods", NS))
+    escalations = normalize_escalations([{"after": 0, "reason": "CHG-2", "namespaces": [NS]}])
+    result = delete_machines(place.fake, request(escalations=escalations))
+    (outcome,) = result["machines"]
+    assert outcome["status"] == FAILED and f"delete pods (core API group) in namespace {NS}" in outcome["message"], outcome
+    assert changes(place) == [], changes(place)
+    assert not place.stored(NODE_PATH).get("spec", {}).get("unschedulable"), "the Node was cordoned"
+
+
+def test_escalations_the_identity_may_carry_out_are_asked_about_once() -> None:
+    place = world()
+    escalations = normalize_escalations([{"after": "30m", "reason": "CHG-1"}])
+    result = delete_machines(place.fake, request(escalations=escalations))
+    assert result["machines"][0]["status"] == DONE, result["machines"][0]
+    assert [path for _method, path in place.fake.requests].count(REVIEWS) == 1
+    assert delete_machines(place.fake, request())["machines"][0]["status"] == DONE

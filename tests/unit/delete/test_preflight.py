@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
+from fake_kube import FakeKube
 
 from ansible_collections.lifecycle.machine.plugins.module_utils._delete.api import read_batch
-from ansible_collections.lifecycle.machine.plugins.module_utils._delete.logic import Outcome, preflight
+from ansible_collections.lifecycle.machine.plugins.module_utils._delete.logic import Outcome, preflight, preflight_warnings
 from ansible_collections.lifecycle.machine.plugins.module_utils._delete.preflight import (
     KIND_NO_NODE,
     KIND_SHARED_BUDGET,
@@ -297,9 +296,6 @@ def test_the_preflight_moves_each_machine_by_what_the_batch_does() -> None:
 
 
 def test_read_batch_lists_nodes_and_budgets_once_and_reads_each_controller_once() -> None:
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-    from fake_kube import FakeKube  # noqa: PLC0415 - tests/unit is not a package
-
     kube = FakeKube()
     for name in ("n-a", "n-b", "spare"):
         kube.put(f"/api/v1/nodes/{name}", node(name))
@@ -341,3 +337,24 @@ def test_read_batch_lists_nodes_and_budgets_once_and_reads_each_controller_once(
     refused = read_batch(kube, WorkloadSettings(), previews)
     assert refused["clusters"][""]["budgets"] is None and refused["clusters"][""]["errors"][0].startswith("cannot list PodDisruptionBudgets:")
     assert batch_findings(refused, concurrency=2)["not_counted"] == {"the cluster": refused["clusters"][""]["errors"]}
+
+
+def test_a_controller_kind_the_identity_may_not_read_is_said_once_and_warned_about() -> None:
+    """A 403 on a ReplicaSet (the role granted no get on it) leaves the replicas unjudged: said once for the kind, the other
+    Pods' ReplicaSets not asked again, and check mode warns instead of passing it over."""
+    kube = FakeKube()
+    kube.put("/api/v1/nodes/n-a", node("n-a"))
+    previews = [("shop/a", {"apiVersion": "machine.openshift.io/v1beta1", "kind": "Machine", "metadata": {"name": "a", "namespace": "shop"}}, None)]
+    pods = [pod(f"web-{index}", uid=f"rs-{index}") for index in range(3)]
+    for index, one in enumerate(pods):
+        one["metadata"]["ownerReferences"][0]["name"] = f"web-{index}"
+        kube.fail("GET", f"/apis/apps/v1/namespaces/shop/replicasets/web-{index}", kube.error(403, f'replicasets.apps "web-{index}" is forbidden'))
+    previews = [("shop/a", previews[0][1], {"node": node("n-a"), "pods": pods, "decisions": [decision(p) for p in pods]})]
+    facts = read_batch(kube, WorkloadSettings(), previews)
+    errors = facts["clusters"][""]["errors"]
+    assert len(errors) == 1 and errors[0].startswith("cannot read ReplicaSets (get replicasets, API group apps): "), errors
+    assert sum(1 for _method, path in kube.requests if "/replicasets/" in path) == 1
+    answer = preflight([], facts, 1)
+    (warning,) = preflight_warnings(answer)
+    assert warning.startswith("The preflight could not read everything in the cluster, so that part of what the batch does to itself is not judged: ")
+    assert "cannot read ReplicaSets" in warning

@@ -3,7 +3,8 @@ the batch, as far as it can be judged without a scheduler (pure)."""
 
 from __future__ import annotations
 
-from decimal import Decimal
+import re
+from decimal import Decimal, InvalidOperation
 
 import pytest
 from test_preflight import NEEDS, NEVER, budget, decision, facts, machine, node, pod
@@ -38,6 +39,41 @@ def test_quantities_are_read_as_kubernetes_writes_them(text, value) -> None:
 @pytest.mark.parametrize("text", ["", "abc", "1Zi", "1 Gi", None, True, "1.2.3"])
 def test_what_is_not_a_quantity_is_none(text) -> None:
     assert parse_quantity(text) is None
+
+
+# The parser this module had before it used the kubernetes client's (kept to prove the two read every
+# quantity alike): the suffixes as powers of 1000 and 1024, an exponent read by Decimal.
+_PREVIOUS_SUFFIXES = {
+    **{suffix: Decimal(1000) ** power for power, suffix in enumerate(("n", "u", "m", "", "k", "M", "G", "T", "P", "E"), start=-3)},
+    **{suffix: Decimal(1024) ** power for power, suffix in enumerate(("Ki", "Mi", "Gi", "Ti", "Pi", "Ei"), start=1)},
+}
+_PREVIOUS = re.compile(r"^([+-]?(?:\d+\.?\d*|\.\d+))(?:([eE][+-]?\d+)|(Ki|Mi|Gi|Ti|Pi|Ei|[numkMGTPE]))?$")
+
+
+def _previous_parse_quantity(value) -> Decimal | None:
+    if isinstance(value, bool) or value is None:
+        return None
+    if isinstance(value, (int, float)):
+        return Decimal(str(value))
+    match = _PREVIOUS.match(str(value).strip())
+    if not match:
+        return None
+    number, exponent, suffix = match.groups()
+    try:
+        return Decimal(number + exponent) if exponent else Decimal(number) * _PREVIOUS_SUFFIXES[suffix or ""]
+    except InvalidOperation:
+        return None
+
+
+_NUMBERS = ["0", "1", "2", "7", "10", "100", "250", "999", "1024", "1.5", "0.25", ".5", "5.", "+3", "-2", "-0.5", "123456789", "0.000001"]
+_ENDINGS = ["", *_PREVIOUS_SUFFIXES, "e3", "E3", "e-2", "E+6", "e0", "i", "K", "ki", "mi", "Zi", "ii", " ", "x", "e", "E3i"]
+_ODD = ["", " ", "abc", "1 Gi", " 2Gi ", "1.2.3", "1_000", "NaN", "nan", "Infinity", "-inf", "0x10", "1e", "--1", "1Ki1", "Gi", "m"]
+_ODD += [3, 0, -4, 2.5, 0.1, None, True, False]
+
+
+@pytest.mark.parametrize("value", [number + ending for number in _NUMBERS for ending in _ENDINGS] + _ODD)
+def test_the_kubernetes_clients_parser_reads_every_quantity_as_the_previous_one_did(value) -> None:
+    assert parse_quantity(value) == _previous_parse_quantity(value)
 
 
 def container(cpu: str | None = None, memory: str | None = None, **extra) -> dict:

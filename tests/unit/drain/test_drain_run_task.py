@@ -26,6 +26,7 @@ from drain_run_helpers import (
 )
 from fake_kube import FakeKube
 
+from ansible_collections.lifecycle.machine.plugins.module_utils._drain.escalations import normalize_escalations
 from ansible_collections.lifecycle.machine.plugins.module_utils._drain.request import DrainRequest
 from ansible_collections.lifecycle.machine.plugins.module_utils._drain.run import DrainRun, run_drain
 from ansible_collections.lifecycle.machine.plugins.module_utils._errors import MachineError
@@ -349,3 +350,40 @@ def test_an_invalid_cluster_rule_fails_the_pass_and_is_recorded() -> None:
     assert failure.value.msg.startswith("Invalid MachineDrainRule bad: ")
     assert failure.value.result == {}, "an invalid inline rule fails before anything is touched"
     assert fake.request_count == 0
+
+
+# -- what the options need of the identity ------------------------------------------------
+
+
+REVIEWS = "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews"
+
+
+@pytest.mark.parametrize("check_mode", [False, True])
+@pytest.mark.parametrize(
+    ("options", "option", "where"),
+    [
+        ({"disable_eviction": True}, "disable_eviction", "in every namespace"),
+        ({"escalations": ({"after": "1h", "reason": "CHG-7", "namespaces": [NS]},)}, "escalations[0]", f"in namespace {NS}"),
+    ],
+)
+def test_an_option_the_identity_may_not_carry_out_fails_before_anything_is_touched(options, option, where, check_mode) -> None:
+    """disable_eviction and escalations delete Pods: a SelfSubjectAccessReview where the Node's Pods are asks first; refused,
+    the task fails naming the option, the permission and where, having changed nothing (no cordon, no condition, no Event)."""
+    fake = FakeKube()
+    shop(fake)
+    openshift_machine(fake)
+    fake.denied.add(("delete", "", "pods", None if option == "disable_eviction" else NS))
+    if "escalations" in options:
+        options = {"escalations": normalize_escalations(options["escalations"])}
+    with pytest.raises(MachineError) as raised:
+        run_drain(fake, machine_request(check_mode=check_mode, **options))
+    assert raised.value.msg.startswith(f"{option} deletes Pods instead of evicting them, which needs delete pods (core API group) {where} in the cluster")
+    assert [(m, p) for m, p in fake.requests if m != "GET" and p != REVIEWS] == []
+    assert not fake.objects[NODE_PATH].get("spec", {}).get("unschedulable")
+
+
+def test_a_node_given_by_name_is_asked_about_in_the_tasks_cluster() -> None:
+    fake = FakeKube()
+    shop(fake)
+    run_drain(fake, node_request(disable_eviction=True, check_mode=True))
+    assert [path for _method, path in fake.requests].count(REVIEWS) == 1

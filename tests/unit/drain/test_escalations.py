@@ -11,6 +11,8 @@ from ansible_collections.lifecycle.machine.plugins.module_utils._drain.escalatio
     escalation_for,
     event_message,
     normalize_escalations,
+    permission_message,
+    permissions_needed,
     rule_names_wanted,
     unknown_rule_names,
     unknown_rules_message,
@@ -116,3 +118,22 @@ def test_the_classification_keeps_the_rule_that_decided_each_pod() -> None:
     ]
     decisions = {d.name: d for d in objects.classify(pods, rules=rules)}
     assert {name: d.rule for name, d in decisions.items()} == {"db-0": "db-last", "job-0": "jobs-wait", "web-0": None, "pinned-0": None}
+
+
+def test_what_the_options_need_of_the_identity() -> None:
+    """Plain Pod deletion: in every namespace for disable_eviction and an escalation without namespaces, else in each of
+    its namespaces; each permission once, named by the first option that needs it."""
+    escalations = normalize_escalations(
+        [{"after": 60, "reason": "a", "namespaces": ["shop", "db"]}, {"after": 60, "reason": "b", "namespaces": ["shop"]}, {"after": 60, "reason": "c"}]
+    )
+    delete = ("delete", "", "pods")
+    assert permissions_needed(escalations) == [(delete, "shop", "escalations[0]"), (delete, "db", "escalations[0]"), (delete, None, "escalations[2]")]
+    assert permissions_needed((), disable_eviction=True) == [(delete, None, "disable_eviction")]
+    assert permissions_needed(()) == []
+
+
+def test_the_refusal_names_the_option_the_permission_where_and_the_role() -> None:
+    message = permission_message("escalations[1]", "delete pods (core API group) in namespace shop", "the workload cluster ns/c1")
+    assert message.startswith("escalations[1] deletes Pods instead of evicting them, which needs delete pods (core API group) in namespace shop")
+    assert "in the workload cluster ns/c1" in message and "lifecycle-machine-pod-delete" in message
+    assert "leave escalations out" in message and message.endswith("Nothing was changed.")

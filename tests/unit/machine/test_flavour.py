@@ -110,6 +110,17 @@ def test_machine_label_and_deleting() -> None:
 # -- hooks: OpenShift lists ----------------------------------------------------
 
 
+def test_the_cluster_a_machine_belongs_to_for_its_metrics() -> None:
+    """Cluster API: spec.clusterName (the cluster-name label when unset); OpenShift: the cluster-api-cluster label."""
+    assert flavour_for(machine(CAPI_V2, spec={"clusterName": "prod"})).owning_cluster(machine(CAPI_V2, spec={"clusterName": "prod"})) == "prod"
+    labelled = machine(CAPI_V1, labels={"cluster.x-k8s.io/cluster-name": "dev"})
+    assert flavour_for(labelled).owning_cluster(labelled) == "dev"
+    ocp = openshift(labels={"machine.openshift.io/cluster-api-cluster": "ocp-7x2k"})
+    assert flavour_for(ocp).owning_cluster(ocp) == "ocp-7x2k"
+    assert flavour_for(openshift()).owning_cluster(openshift()) is None
+    assert flavour_for(ocp).cluster_name(ocp) is None, "an OpenShift Machine's Node is beside it: no workload cluster"
+
+
 def test_openshift_hooks_are_read_from_the_lists_of_every_point() -> None:
     m = openshift(
         {

@@ -26,7 +26,7 @@ import yaml
 REPO = Path(__file__).resolve().parents[3]
 BIN = Path(sys.executable).parent
 DATE = "2025-01-01"
-INTRODUCTION = re.compile(r"\bnew (module|role|playbook|plugin)s?\b", re.IGNORECASE)
+INTRODUCTION = re.compile(r"\bnew (module|role|playbook|plugin|filter)s?\b", re.IGNORECASE)
 
 
 def _snapshot() -> dict[str, bytes]:
@@ -186,3 +186,38 @@ def test_a_fragment_added_after_the_release_is_folded_into_it(tmp_path: Path) ->
     assert list(changelog["releases"]) == list(yaml.safe_load((REPO / "changelogs" / "changelog.yaml").read_text())["releases"])
     assert "later-fix.yml" in changelog["releases"][version]["fragments"]
     assert not (root / "changelogs" / "fragments" / "later-fix.yml").exists()
+
+
+def _version(text: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in text.split("."))
+
+
+def _plugins_with_version_added() -> list[tuple[str, str, str]]:
+    """(type, name, version_added) of every module and plugin ansible-doc reads (their DOCUMENTATION)."""
+    found = []
+    for path in sorted((REPO / "plugins").glob("*/*.py")):
+        kind = "module" if path.parent.name == "modules" else path.parent.name
+        source = path.read_text()
+        if 'DOCUMENTATION = r"""' not in source or kind == "doc_fragments":
+            continue
+        documentation = yaml.safe_load(source.split('DOCUMENTATION = r"""', 1)[1].split('"""', 1)[0])
+        found.append((kind, path.stem, str(documentation["version_added"])))
+    return found
+
+
+def test_version_added_is_the_release_that_first_shipped_it() -> None:
+    """A module or plugin says it was added in a release only when changelogs/changelog.yaml lists it there
+    (antsibull-changelog registers it from its version_added when that release is made); one not released
+    yet says a version later than every release, the next one."""
+    releases = yaml.safe_load((REPO / "changelogs" / "changelog.yaml").read_text())["releases"]
+    latest = max(releases, key=_version)
+    wrong = []
+    for kind, name, added in _plugins_with_version_added():
+        if added in releases:
+            release = releases[added]
+            listed = release.get("modules", []) if kind == "module" else release.get("plugins", {}).get(kind, [])
+            if name not in {entry["name"] for entry in listed}:
+                wrong.append(f"{kind} {name}: version_added {added}, but the {added} release does not carry it")
+        elif _version(added) <= _version(latest):
+            wrong.append(f"{kind} {name}: version_added {added} was never released, and {latest} is out already")
+    assert not wrong, wrong

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from conftest import tracked_files
 
 REPO = Path(__file__).resolve().parents[3]
 AWX = REPO / "extensions" / "awx"
@@ -106,8 +107,51 @@ def test_create_ee_without_the_tarball_fails_and_says_how_to_build_it(tmp_path: 
     created = _create_ee(work)
     assert created.returncode != 0
     assert MISSING in created.stderr
-    assert "ansible-galaxy collection build" in created.stderr
+    assert "make build BUILD_DIR=extensions/awx" in created.stderr, "the build of the tracked files"
     assert not (work / "context").exists(), "ansible-builder ran although the tarball is missing"
+
+
+def _checkout_build(tmp_path: Path, *left: str) -> Path:
+    """A tarball as ``ansible-galaxy collection build`` of a used checkout's directory makes it: the tracked files
+    and, beside them, ``left`` (untracked files, as a used checkout holds them)."""
+    source = tmp_path / "checkout"
+    for name in tracked_files():
+        (source / name).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(REPO / name, source / name)
+    for name in left:
+        (source / name).parent.mkdir(parents=True, exist_ok=True)
+        (source / name).write_text("apiVersion: v1\nkind: Config\nusers: [{name: admin, user: {token: left-over}}]\n")
+    output = tmp_path / "built"
+    subprocess.run([str(BIN / "ansible-galaxy"), "collection", "build", "--output-path", str(output), str(source)], capture_output=True, check=True)
+    (found,) = output.glob("lifecycle-machine-*.tar.gz")
+    return found
+
+
+def _create_ee_of_the_checkout(work: Path) -> subprocess.CompletedProcess:
+    """The repository's own create-ee.sh (it knows it is in a checkout of the source repository), on the definition in ``work``."""
+    env = {**os.environ, "ANSIBLE_BUILDER": str(BIN / "ansible-builder"), "EE_DEFINITION": str(work / "execution-environment.yml")}
+    command = ["bash", str(AWX / "create-ee.sh"), "create", "-c", str(work / "context"), "--output-filename", "Containerfile"]
+    return subprocess.run(command, cwd=work, env=env, capture_output=True, text=True, check=False)
+
+
+def test_create_ee_in_the_checkout_refuses_a_tarball_with_untracked_files(tmp_path: Path) -> None:
+    """A tarball built from the checkout's directory carries its kubeconfig, vault file and .ansible/ into the image:
+    create-ee.sh names them and says how to build from the tracked files, before ansible-builder runs."""
+    left = ["kubeconfig", "playbooks/vault.yml", "roles/delete_machine/.ansible/kubeconfig"]
+    work = _ee_dir(tmp_path, _checkout_build(tmp_path, *left))
+    created = _create_ee_of_the_checkout(work)
+    assert created.returncode != 0
+    assert "holds files this checkout does not track" in created.stderr
+    assert all(f"    {name}\n" in created.stderr for name in left), created.stderr
+    assert "make build BUILD_DIR=" in created.stderr
+    assert not (work / "context").exists(), "ansible-builder ran although the tarball carries untracked files"
+
+
+def test_create_ee_in_the_checkout_takes_the_tarball_of_the_tracked_files(tmp_path: Path, tarball: Path) -> None:
+    work = _ee_dir(tmp_path, tarball)
+    created = _create_ee_of_the_checkout(work)
+    assert created.returncode == 0, created.stdout + created.stderr
+    assert (work / "context" / "_build" / "collections" / tarball.name).is_file()
 
 
 def test_create_ee_refuses_two_tarballs(tmp_path: Path, tarball: Path) -> None:

@@ -85,17 +85,53 @@ def test_no_shipped_file_needs_the_source_repository(tarball: dict[str, bytes]) 
 
 
 def test_an_untracked_file_in_the_checkout_does_not_ship(tmp_path: Path) -> None:
-    """A log and a build folder left in the checkout, as local runs leave them, where a plain
-    ``ansible-galaxy collection build .`` would take them (docs/ and plugins/ are not in build_ignore)."""
+    """What a used checkout holds, untracked, where a plain ``ansible-galaxy collection build .`` takes it
+    (build_ignore names only the top-level ``.ansible`` and the like): a log and a build folder, a kubeconfig,
+    a vault file and the ``.ansible/`` ansible-lint leaves beside playbooks and roles."""
     probe = f"untracked-{uuid.uuid4().hex[:8]}"
-    left = [REPO / "docs" / f"{probe}.md", REPO / "plugins" / "modules" / f"{probe}.py"]
+    left = [
+        REPO / "docs" / f"{probe}.md",
+        REPO / "plugins" / "modules" / f"{probe}.py",
+        REPO / f"{probe}-kubeconfig",
+        REPO / "extensions" / "awx" / f"{probe}-kubeconfig",
+        REPO / "playbooks" / f"{probe}-vault.yml",
+        REPO / "playbooks" / ".ansible" / probe / "kubeconfig",
+        REPO / "roles" / "delete_machine" / ".ansible" / f"{probe}.yml",
+    ]
+    made = [path.parent for path in left if not path.parent.exists()]
     try:
         for path in left:
-            path.write_text("# left over by a local run\n")
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text("apiVersion: v1\nkind: Config\nusers: [{name: admin, user: {token: left-over}}]\n")
         with tarfile.open(build(tmp_path)) as archive:
             names = {m.name.removeprefix("./") for m in archive.getmembers()}
     finally:
         for path in left:
             path.unlink(missing_ok=True)
+        for folder in sorted(made, key=lambda p: len(p.parts), reverse=True):
+            for empty in [folder, *folder.parents]:
+                if empty == REPO or any(empty.iterdir()):
+                    break
+                empty.rmdir()
     assert "docs/module_defaults.md" in names, "the tracked docs ship"
     assert not [name for name in names if probe in name]
+
+
+# A build of the checkout itself: `ansible-galaxy collection build` given a directory (``.``) instead of the tracked files.
+CHECKOUT_BUILD = re.compile(r"ansible-galaxy collection build\b[^\n`]*\s\.(?=\s|$|`)")
+
+
+def test_the_documented_builds_take_the_tracked_files_only() -> None:
+    """Every build the docs and the execution and decision environments' files tell a user to run is the build of the
+    tracked files (make build, hack/build-collection.sh), never ``ansible-galaxy collection build .``."""
+    pages = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md")), *sorted((REPO / "extensions").glob("[ae][wd]*/*"))]
+    wrong = [
+        f"{path.relative_to(REPO)}:{number}: {line.strip()}"
+        for path in pages
+        if path.is_file()
+        for number, line in enumerate(path.read_text().splitlines(), 1)
+        if CHECKOUT_BUILD.search(line)
+    ]
+    assert not wrong, wrong
+    assert "make build BUILD_DIR=extensions/awx" in (REPO / "docs" / "awx.md").read_text()
+    assert "make build BUILD_DIR=extensions/eda" in (REPO / "docs" / "eda.md").read_text()

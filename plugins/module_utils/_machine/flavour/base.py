@@ -182,6 +182,11 @@ class Flavour:
     def cluster_name(self, machine: dict) -> str | None:
         return None
 
+    def owning_cluster(self, machine: dict) -> str | None:
+        """The cluster the Machine belongs to, as its metrics name it (label ``cluster_name``): Cluster API's
+        ``spec.clusterName`` (what kube-state-metrics' Cluster API configuration labels ``capi_machine_*`` with)."""
+        return self.cluster_name(machine)
+
     def is_control_plane(self, machine: dict) -> bool:
         return False
 

@@ -42,6 +42,8 @@ PAUSED_AUTHORITIES = ("ClusterAPI", "Migrating")
 # The Event OpenShift's drain controller records on a Machine whose drain it tries again in 20 s, naming why
 # (and, after a failed try, each Pod it could not evict).
 DRAIN_REQUEUED = "DrainRequeued"
+# The label that names an OpenShift Machine's cluster (its infrastructure name).
+OPENSHIFT_CLUSTER_LABEL = "machine.openshift.io/cluster-api-cluster"
 
 
 class OpenShiftFlavour(Flavour):
@@ -57,6 +59,10 @@ class OpenShiftFlavour(Flavour):
         ("Normal", "DrainProceeds", "Node drain proceeds"),
         ("Normal", DRAIN_REQUEUED, "Node drain requeued: drain not permitted: requeue in: 20s"),
     )
+
+    def owning_cluster(self, machine: dict) -> str | None:
+        """OpenShift's cluster (its infrastructure name), from the label the installer puts on every Machine."""
+        return (meta_of(machine).get("labels") or {}).get(OPENSHIFT_CLUSTER_LABEL) or None
 
     def not_authoritative(self, machine: dict) -> str | None:
         authority = status_of(machine).get("authoritativeAPI") or ""
