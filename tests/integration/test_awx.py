@@ -366,6 +366,7 @@ def test_preflight_workflow_stops_when_a_machine_can_never_finish(*, flavour, ku
 # -- configuration as code, and the workload kubeconfig credential -----------------------
 
 
+@pytest.mark.awx_extended
 def test_configure_awx_is_idempotent(awx_configured) -> None:
     """configure_awx.yml run again with the same variables changes nothing but two things awx.awx
     always reports: the credential's token (AWX never shows a secret back, so it is written again,
@@ -384,6 +385,7 @@ def test_configure_awx_is_idempotent(awx_configured) -> None:
     assert secrets_in(again.stdout + again.stderr, awx_configured["token"]) == []
 
 
+@pytest.mark.awx_extended
 @pytest.mark.parametrize("flavour", ["v1beta2"], indirect=True)
 def test_workload_kubeconfig_credential_reaches_the_job_as_a_file(*, flavour, kube, victim, awx, awx_configured, self_hosted_kubeconfig, audit_events) -> None:
     """The custom credential type's injectors as AWX renders them: its kubeconfig becomes a file in
@@ -409,6 +411,7 @@ def test_workload_kubeconfig_credential_reaches_the_job_as_a_file(*, flavour, ku
 # -- drain node and teardown cluster ----------------------------------------------------
 
 
+@pytest.mark.awx_extended
 def test_drain_node_job_template(kube, namespace, make_node, awx) -> None:
     """drain_node.yml: the survey's Node is cordoned and drained by the job, its progress in the output."""
     from khelpers import deployment  # noqa: PLC0415
@@ -423,6 +426,7 @@ def test_drain_node_job_template(kube, namespace, make_node, awx) -> None:
     assert job["status"] == "successful"
 
 
+@pytest.mark.awx_extended
 def test_teardown_cluster_job_template_names_the_holder_when_it_proceeds(kube, namespace, awx) -> None:
     from test_cluster_alive import alive_path, create_alive  # noqa: PLC0415
 
@@ -442,6 +446,7 @@ def test_teardown_cluster_job_template_names_the_holder_when_it_proceeds(kube, n
 # -- the execution environment as AWX runs it, and an identity without the shipped roles -----
 
 
+@pytest.mark.awx_extended
 def test_a_token_without_the_shipped_roles_is_refused_and_changes_nothing(kube, namespace, awx, awx_configured) -> None:
     """The RBAC is real: the same job with a token of a ServiceAccount the roles are not bound to
     fails, naming the identity and what it may not do, and changes nothing."""
@@ -468,6 +473,7 @@ def test_a_token_without_the_shipped_roles_is_refused_and_changes_nothing(kube, 
     assert not left["metadata"].get("deletionTimestamp")
 
 
+@pytest.mark.awx_extended
 def test_without_ca_data_awx_turns_verification_off(kube, namespace, awx, awx_configured) -> None:
     """The bearer token credential without "Certificate Authority data": AWX injects
     K8S_AUTH_VERIFY_SSL=False and no CA file, even with "Verify SSL" on (what configure_awx.yml
