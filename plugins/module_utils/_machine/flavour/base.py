@@ -141,6 +141,16 @@ class Flavour:
     # drains control-plane Nodes side by side (_drain/gates.py, docs/behaviour.md row O3).
     control_plane_drain_refused_events: tuple[tuple[str, str, str], ...] = ()
 
+    # The annotation that makes a Machine's MachineSet delete it first when its replicas go down (every delete policy).
+    delete_machine_annotation = ""
+    # Whether the flavour's MachineSet still counts a Machine being deleted, so that it creates the
+    # replacement only once that Machine is gone (Cluster API); OpenShift's no longer counts it and
+    # creates the replacement as soon as the deletion starts.
+    machine_set_counts_deleting = False
+    # The controller-owner kinds (of this API group) whose replicas the collection may change for a Machine
+    # (docs/delete_machine.md, "The replacement"), the first being the kind that owns the Machines.
+    scalable_owner_kinds: tuple[str, ...] = ()
+
     def __init__(self, api_version: str):
         self.api_version = api_version
         self.version = api_version.rpartition("/")[2]
@@ -193,6 +203,16 @@ class Flavour:
     def not_authoritative(self, machine: dict) -> str | None:
         """Why the Machine's own controller leaves it alone because another API is authoritative
         for it (OpenShift's ``status.authoritativeAPI``); None when it does not."""
+        return None
+
+    # -- owners (MachineSets, MachineDeployments) ----------------------------
+    def autoscaler_annotation(self, bound: str) -> str:
+        """The cluster autoscaler's annotation on a node group (a MachineSet or MachineDeployment) for its
+        ``min`` or ``max`` size: the autoscaler's Cluster API provider reads them under the Machine API's group."""
+        return f"{self.group}/cluster-api-autoscaler-node-group-{bound}-size"
+
+    def owner_paused(self, owner: dict, cluster: dict | None) -> str | None:
+        """Why the owner's controller does nothing now (its replicas would not be acted on); None when it acts."""
         return None
 
     # -- deletion settings ---------------------------------------------------

@@ -39,6 +39,11 @@ IMMUTABLE_POINTS = {PRE_DRAIN: "pre-drain", PRE_TERMINATE: "pre-terminate"}
 PAUSED_AUTHORITIES = ("ClusterAPI", "Migrating")
 
 
+# The labels an OpenShift installation puts on its control-plane Machines.
+OPENSHIFT_ROLE_LABEL = "machine.openshift.io/cluster-api-machine-role"
+OPENSHIFT_TYPE_LABEL = "machine.openshift.io/cluster-api-machine-type"
+
+
 # The Event OpenShift's drain controller records on a Machine whose drain it tries again in 20 s, naming why
 # (and, after a failed try, each Pod it could not evict).
 DRAIN_REQUEUED = "DrainRequeued"
@@ -53,6 +58,11 @@ class OpenShiftFlavour(Flavour):
     exclude_drain_annotation = "machine.openshift.io/exclude-node-draining"
     exclude_volume_wait_annotation = None
     points = (PRE_DRAIN, PRE_TERMINATE, PRE_CREATE)
+    # delete_policy.go: top priority under every policy, when its value is not empty.
+    delete_machine_annotation = "machine.openshift.io/delete-machine"
+    # The MachineSet controller leaves Machines being deleted out of its count (shouldExcludeMachine).
+    machine_set_counts_deleting = False
+    scalable_owner_kinds = ("MachineSet",)
     drain_skipped_event = ("Normal", "DrainSkipped", "Node drain skipped")
     # drain_controller.go, Reconcile and isDrainAllowed: DrainProceeds, then the refusal as a requeue after 20 s.
     control_plane_drain_refused_events = (
@@ -72,6 +82,20 @@ class OpenShiftFlavour(Flavour):
             f"Machine {machine_label(machine)} is paused: The AuthoritativeAPI status is set to '{authority}' (the Machine API is not "
             "authoritative for it, so OpenShift's machine controller leaves it alone, and so does the collection); nothing was changed"
         )
+
+    def is_control_plane(self, machine: dict) -> bool:
+        labels = meta_of(machine).get("labels") or {}
+        return labels.get(OPENSHIFT_ROLE_LABEL) == "master" or labels.get(OPENSHIFT_TYPE_LABEL) == "master"
+
+    def owner_paused(self, owner: dict, cluster: dict | None) -> str | None:
+        # With MachineAPIMigration, a MachineSet whose authority is not the Machine API is paused (Paused True).
+        authority = status_of(owner).get("authoritativeAPI") or ""
+        if authority in PAUSED_AUTHORITIES:
+            return f"its status.authoritativeAPI is '{authority}' (the Machine API is not authoritative for it)"
+        paused = next((c for c in status_of(owner).get("conditions") or [] if c.get("type") == "Paused"), None)
+        if paused is not None and paused.get("status") == "True":
+            return f"its Paused condition is True ({paused.get('message') or paused.get('reason') or 'no message'})"
+        return None
 
     def hooks(self, machine: dict) -> dict[str, list[Hook]]:
         lifecycle = spec_of(machine).get("lifecycleHooks") or {}
