@@ -13,6 +13,7 @@ from concurrent.futures import ThreadPoolExecutor
 from ansible_collections.lifecycle.machine.plugins.module_utils._delete.api import read_batch
 from ansible_collections.lifecycle.machine.plugins.module_utils._delete.followed import ON_STALL_LOOK, judge_reported_budgets, never_message
 from ansible_collections.lifecycle.machine.plugins.module_utils._delete.logic import (
+    AFTER,
     AWAITING_INSTANCE,
     DONE,
     DRAIN,
@@ -72,6 +73,7 @@ from ansible_collections.lifecycle.machine.plugins.module_utils._machine.flavour
 from ansible_collections.lifecycle.machine.plugins.module_utils._machine.scope import MachineScope
 from ansible_collections.lifecycle.machine.plugins.module_utils._machine.waits import actor_of, follow_controller, read_drain_report, read_refused_pods
 from ansible_collections.lifecycle.machine.plugins.module_utils._mark.run import mark
+from ansible_collections.lifecycle.machine.plugins.module_utils._replace.run import ReplacementPlan, ReplaceSettings, Replacing
 from ansible_collections.lifecycle.machine.plugins.module_utils._terminate.api import put_out_of_service
 from ansible_collections.lifecycle.machine.plugins.module_utils._terminate.logic import NODE_DELETION_FAILED, STEP_NODE
 from ansible_collections.lifecycle.machine.plugins.module_utils._terminate.out_of_service import SETTLED
@@ -87,8 +89,20 @@ class MachineDeletion:
     """One Machine's share of the task: mark it, drain, terminate, within its
     time budgets and the task's progress interval."""
 
-    def __init__(self, api: KubeApi, request: DeleteRequest, machine: dict, *, clock: dict, slice_end: float | None, feeds: MachineFeeds | None = None):
+    def __init__(
+        self,
+        api: KubeApi,
+        request: DeleteRequest,
+        machine: dict,
+        *,
+        clock: dict,
+        slice_end: float | None,
+        feeds: MachineFeeds | None = None,
+        replacing: Replacing | None = None,
+    ):
         self.api = api
+        # What comes before its deletion request and after it is gone, for its place in its pool (_replace/run.py).
+        self.replacing = replacing
         # The task's watch-fed Machines: after this call's one read of the Machine, it is read from there.
         self.feeds = feeds
         self.last: dict | None = None
@@ -104,6 +118,8 @@ class MachineDeletion:
         self.marked_at: float | None = None
         # Check mode: what its drain preview read (``DrainReport.preview``), for the preflight of the Machines together.
         self.preview: dict | None = None
+        # Whether this call is past the replacement's steps (they come once, before the deletion request).
+        self.replaced = False
 
     @property
     def key(self) -> str:
@@ -124,6 +140,8 @@ class MachineDeletion:
 
     def run(self) -> Outcome:
         outcome = self.outcome
+        if self.replacing is not None:
+            self.replacing.begin()
         try:
             while True:
                 self.again = None
@@ -147,7 +165,23 @@ class MachineDeletion:
             outcome.status, outcome.message = FAILED, f"Kubernetes API error: {exc.describe()}"
         except MachineError as exc:
             outcome.status, outcome.message = FAILED, exc.msg
+        self.replaced_or_failed()
         return outcome
+
+    def replaced_or_failed(self) -> None:
+        """Its place in its pool once this call ends: the owner's record tidied when the Machine is gone; a failure stops the roll."""
+        if self.replacing is None:
+            return
+        if self.outcome.status == DONE and not self.request.check_mode:
+            try:
+                self.replacing.gone()
+            except (ApiError, MachineError) as exc:
+                # The Machine is gone all the same; the next run on its owner tidies the record.
+                self.replacing.state.message = f"the owner's record was not tidied: {getattr(exc, 'msg', None) or exc}"
+        elif self.outcome.status == FAILED:
+            self.replacing.failed()
+        self.replacing.end()
+        self.outcome.replacement = self.replacing.state.as_dict()
 
     def vet(self, machine: dict) -> None:
         """Before the Machine is marked (``_mark.run.mark`` asks only about one not
@@ -213,6 +247,10 @@ class MachineDeletion:
         once; None when this call ends here (gone, or still undecided: the outcome says why)."""
         request, outcome = self.request, self.outcome
         machine = self.read()
+        if machine is not None and self.replacing is not None and not self.replaced:
+            go_on, machine = self.replace(machine)
+            if not go_on:
+                return None
         if machine is not None:
             machine = self.mark(machine)
         if machine is None:
@@ -230,6 +268,21 @@ class MachineDeletion:
         scope.seen(current)
         scope.gone = current is None  # it went while its controller was looked for: followed, it is done
         return scope
+
+    def replace(self, machine: dict) -> tuple[bool, dict | None]:
+        """What comes before the deletion request for the Machine's place in its pool (``replacement``): the surge and
+        the wait for the replacement, the owner's replicas lowered with the delete annotation (which ends in the
+        deletion request, ``mark``). (whether the deletion goes on in this call, the Machine after.)"""
+        assert self.replacing is not None
+        go_on, machine = self.replacing.prepare(machine, self.mark, self.slice_end)
+        state = self.replacing.state
+        self.outcome.replacement = state.as_dict()
+        self.outcome.changed |= state.changed
+        if not go_on:
+            self.outcome.status, self.outcome.step, self.outcome.message = IN_PROGRESS, "replace", state.message[:1].upper() + state.message[1:]
+            return False, machine
+        self.replaced = True
+        return True, machine
 
     def read(self) -> dict | None:
         """The Machine now, from the task's feed (listed once per namespace, then watched), on the
@@ -452,6 +505,23 @@ class MachineDeletion:
             outcome.status, outcome.step = IN_PROGRESS, result.get("next_step") or TERMINATE
 
 
+def replacement_plan(api: KubeApi, request: DeleteRequest) -> ReplacementPlan:
+    """The task's replacements (``replacement``): with none or first, every Machine and its owner read once and every
+    refusal made, before any Machine is touched (_replace/run.py)."""
+    settings = ReplaceSettings(
+        mode=request.replacement,
+        timeout=request.replacement_timeout,
+        concurrency=request.concurrency,
+        check_mode=request.check_mode,
+        wait_sleep=request.wait_sleep,
+        workload=request.workload,
+    )
+    plan = ReplacementPlan(api, settings, list(request.machines))
+    if request.replacement != AFTER:
+        plan.read()
+    return plan
+
+
 def previews(deletions: list[MachineDeletion]) -> list[tuple[str, dict | None, dict | None]]:
     """(key, the Machine as last read, its drain preview) of each Machine, for the preflight (check mode)."""
     return [(deletion.key, deletion.last, deletion.preview) for deletion in deletions]
@@ -470,12 +540,20 @@ def delete_machines(api: KubeApi, request: DeleteRequest) -> dict:
     started = api.monotonic()
     slice_end = started + request.progress_interval if request.progress_interval and not request.check_mode else None
     clock = {key: dict(phases) for key, phases in request.clock.items()}
+    plan = replacement_plan(api, request)
     feeds = MachineFeeds(api, request.machines)
-    deletions = [MachineDeletion(api.fork(), request, machine, clock=clock, slice_end=slice_end, feeds=feeds) for machine in request.machines]
+    deletions = []
+    for machine in request.machines:
+        fork = api.fork()
+        replacing = Replacing(fork, plan, machine_key(machine), clock)
+        deletions.append(MachineDeletion(fork, request, machine, clock=clock, slice_end=slice_end, feeds=feeds, replacing=replacing))
     try:
+        # The Machines already under way first: with replacement none or first, the others wait for their slot.
+        order = sorted(deletions, key=lambda deletion: not plan.started(deletion.key))
         if deletions:
             with ThreadPoolExecutor(max_workers=max(1, min(request.concurrency, len(deletions)))) as pool:
-                outcomes = list(pool.map(lambda deletion: deletion.run(), deletions))
+                done = dict(zip((deletion.key for deletion in order), pool.map(lambda deletion: deletion.run(), order), strict=True))
+            outcomes = [done[deletion.key] for deletion in deletions]
         else:
             outcomes = []
     finally:
