@@ -281,12 +281,12 @@ class Replacing:
         """From where the owner's record and the Machine stand: the surge and the wait (``first``), the replicas lowered."""
         if self.name not in owner.record.entries and not self._slot(until):
             return False, machine
+        owner = self._repair(owner, machine)
         if self.settings.mode == FIRST:
             replaced = self._replaced_first(owner, machine, until)
             if replaced is None:
                 return False, machine
             owner = replaced
-        owner = self._repair(owner, machine)
         entry = owner.record.entries.get(self.name)
         if entry is None and self.settings.mode == FIRST:
             # Its deletion started and its owner no longer counts it (OpenShift): the replacement it made was
