@@ -136,9 +136,12 @@ class Entry:
     seq: int
     # When the surge was made (epoch seconds, the collection's clock), for the figures.
     since: float | None = None
+    # The Machine whose Ready Node replaced it (replacement: first), once the replicas were brought back.
+    replacement: str | None = None
 
     def as_dict(self) -> dict:
-        return {"mode": self.mode, "step": self.step, "seq": self.seq, **({"since": round(self.since, 1)} if self.since is not None else {})}
+        found = {"since": round(self.since, 1) if self.since is not None else None, "replacement": self.replacement}
+        return {"mode": self.mode, "step": self.step, "seq": self.seq, **{key: value for key, value in found.items() if value is not None}}
 
 
 @dataclass
@@ -163,8 +166,14 @@ class Record:
         entries = {}
         for name, value in (data.get("machines") or {}).items() if isinstance(data, dict) else ():
             if isinstance(value, dict) and value.get("mode") in (NONE, FIRST) and value.get("step") in (SURGED, SCALED_DOWN):
-                since = value.get("since")
-                entries[str(name)] = Entry(value["mode"], value["step"], int(value.get("seq") or 0), float(since) if isinstance(since, (int, float)) else None)
+                since, replacement = value.get("since"), value.get("replacement")
+                entries[str(name)] = Entry(
+                    value["mode"],
+                    value["step"],
+                    int(value.get("seq") or 0),
+                    float(since) if isinstance(since, (int, float)) else None,
+                    str(replacement) if replacement else None,
+                )
         before = tuple(str(name) for name in data.get("before") or ()) if isinstance(data, dict) else ()
         return cls(entries, before)
 

@@ -295,7 +295,7 @@ class Replacing:
             return True, machine
         if entry is None or entry.step == SURGED:
             return self._scale_down(owner, machine, mark)
-        self.state.step = "deleting"
+        self.state.step, self.state.replacement = "deleting", entry.replacement
         self.state.message = f"{owner.label}'s replicas were lowered for it; its deletion goes on"
         return True, machine
 
@@ -437,7 +437,7 @@ class Replacing:
             return awaited
         seen = f"new Machines {', '.join(awaited.seen)}, none with a Ready Node yet" if awaited.seen else "no new Machine yet"
         self.state.message = f"waiting for the replacement: {awaited.owner.label} has {awaited.owner.replicas} replicas, {seen}"
-        if budget_end <= self.api.monotonic() + 0.5:
+        if until is None or budget_end <= until:  # this call waited to the end of the budget, not of a progress round
             raise MachineError(
                 f"Timed out after {self.settings.timeout} s waiting for the replacement of Machine {self.key}: {awaited.owner.label},"
                 f" {seen}; the surge stays (the owner's record holds it): run again to go on waiting, or see docs/stalls.md"
@@ -463,7 +463,8 @@ class Replacing:
                     return None
                 mode = FIRST if entry is not None else NONE
                 seq = entry.seq if entry else current.record.next_seq()
-                record = with_entry(current.record, self.name, Entry(mode, SCALED_DOWN, seq, since), current.machines)
+                done = Entry(mode, SCALED_DOWN, seq, since, self.state.replacement)
+                record = with_entry(current.record, self.name, done, current.machines)
                 return owner_patch(current.obj, record, current.replicas - 1)
 
             before = fresh.replicas
