@@ -12,7 +12,7 @@ from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.client impo
 from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.paths import resource_path
 from ansible_collections.lifecycle.machine.plugins.module_utils._machine.api import list_machines_of, update_with_retry
 from ansible_collections.lifecycle.machine.plugins.module_utils._machine.flavour import Flavour, machine_label
-from ansible_collections.lifecycle.machine.plugins.module_utils._replace.logic import Owner, controller_of, owner_kinds, selector_query
+from ansible_collections.lifecycle.machine.plugins.module_utils._replace.logic import Owner, Record, controller_of, owner_kinds, selector_query
 
 PLURALS = {"MachineSet": "machinesets", "MachineDeployment": "machinedeployments"}
 
@@ -75,6 +75,24 @@ def read_owner(api: KubeApi, machine: dict, flavour: Flavour) -> Owner | None:
     machines = list_owned_machines(api, flavour, namespace, (scaled.get("spec") or {}).get("selector"))
     cluster = get_cluster(api, flavour, namespace, (scaled.get("spec") or {}).get("clusterName"))
     return Owner(kind=kind, obj=scaled, machine_set=machine_set, flavour=flavour, machines=machines, active_sets=active, cluster=cluster)
+
+
+def owner_recording(api: KubeApi, flavour: Flavour, namespace: str, name: str) -> dict | None:
+    """An owner reference to the MachineSet whose owner's record names the Machine ``name`` (the MachineSet itself, or
+    one of the MachineDeployment's); None when no owner of this API in ``namespace`` records it."""
+    sets = list_machine_sets(api, flavour, namespace)
+    owners = [(item, item) for item in sets]
+    for kind in flavour.scalable_owner_kinds[1:]:
+        for deployment in api.list(owner_path(flavour, kind, namespace)):
+            uid = deployment["metadata"].get("uid")
+            held = next((item for item in sets if (controller_of(item) or _NO_REF).uid == uid), None)
+            if held is not None:
+                owners.append((deployment, held))
+    for scaled, machine_set in owners:
+        if name in Record.parse(scaled).entries:
+            meta = machine_set["metadata"]
+            return {"apiVersion": flavour.api_version, "kind": "MachineSet", "name": meta["name"], "uid": meta.get("uid"), "controller": True}
+    return None
 
 
 class _NoRef:

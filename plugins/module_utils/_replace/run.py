@@ -25,9 +25,9 @@ from dataclasses import dataclass, field
 from ansible_collections.lifecycle.machine.plugins.module_utils._errors import MachineError
 from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.client import KubeApi
 from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.errors import ApiError
-from ansible_collections.lifecycle.machine.plugins.module_utils._machine.api import get_machine
+from ansible_collections.lifecycle.machine.plugins.module_utils._machine.api import get_machine, machine_api_versions
 from ansible_collections.lifecycle.machine.plugins.module_utils._machine.flavour import flavour_for, is_deleting
-from ansible_collections.lifecycle.machine.plugins.module_utils._replace.api import annotate_machine, patch_owner, read_owner
+from ansible_collections.lifecycle.machine.plugins.module_utils._replace.api import annotate_machine, owner_recording, patch_owner, read_owner
 from ansible_collections.lifecycle.machine.plugins.module_utils._replace.logic import (
     AFTER,
     DELETE_ANNOTATION_VALUE,
@@ -281,7 +281,7 @@ class Replacing:
         """From where the owner's record and the Machine stand: the surge and the wait (``first``), the replicas lowered."""
         if self.name not in owner.record.entries and not self._slot(until):
             return False, machine
-        owner = self._repair(owner, machine)
+        owner = self._tidy(owner, machine, {self.name})
         if self.settings.mode == FIRST:
             replaced = self._replaced_first(owner, machine, until)
             if replaced is None:
@@ -316,23 +316,27 @@ class Replacing:
         if self.settings.mode == AFTER or self.settings.check_mode:
             return
         self.plan.slots.done(self.key)
-        machine = self.plan.machines.get(self.key)
+        machine = self.plan.machines.get(self.key) or self._stand_in()
         if machine is None:
             return
         try:
             owner = read_owner(self.api, machine, flavour_for(machine))
         except (MachineError, ApiError):
             return  # the record stays; the next run on this owner tidies it
-        if owner is None or self.name not in owner.record.entries:
-            return
-        present = {m["metadata"]["name"] for m in owner.machines} - {self.name}
-        owner = self._repair(owner, machine) if self.name not in orphaned_surges(owner.record, present) else owner
+        if owner is not None and self.name in owner.record.entries:
+            with self.plan.lock(owner):
+                self._tidy(owner, machine, set())
 
-        def build(current: Owner) -> dict | None:
-            record = settled(current.record, present)
-            return None if record == current.record else owner_patch(current.obj, record)
-
-        self._update(owner, machine, build)
+    def _stand_in(self) -> dict | None:
+        """For a Machine gone before this call read it: the Machine as its owner's record names it (an owner reference to
+        the MachineSet that holds it, or to one of the MachineDeployment's that does), None when no owner records it."""
+        namespace, name = self.key.partition("/")[0], self.name
+        entry = next((e for e in self.plan.entries if e["name"] == name and e["namespace"] == namespace), {})
+        for api_version in machine_api_versions(self.api, entry.get("api_version")):
+            found = owner_recording(self.api, flavour_for(api_version), namespace, name)
+            if found is not None:
+                return {"apiVersion": api_version, "kind": "Machine", "metadata": {"name": name, "namespace": namespace, "ownerReferences": [found]}}
+        return None
 
     def failed(self) -> None:
         if self.settings.mode != AFTER:
@@ -346,19 +350,21 @@ class Replacing:
         self.plan.slots.leave(self.key)
 
     # -- steps -------------------------------------------------------------------
-    def _repair(self, owner: Owner, machine: dict) -> Owner:
-        """Bring back the replicas of surges whose Machine someone else deleted (``logic.orphaned_surges``), one guarded write."""
-        present = {m["metadata"]["name"] for m in owner.machines} | {self.name}
+    def _tidy(self, owner: Owner, machine: dict, present: set[str]) -> Owner:
+        """Bring back the replicas of surges whose Machine someone else deleted (``logic.orphaned_surges``) and drop
+        the entries that need no keeping (``logic.settled``), in one guarded write; ``present``: Machines to count as
+        there besides the owner's (the one this call works on)."""
 
         def build(current: Owner) -> dict | None:
-            orphans = orphaned_surges(current.record, present)
-            if not orphans:
-                return None
-            record = current.record
+            there = {m["metadata"]["name"] for m in current.machines} | present
+            record, orphans = current.record, orphaned_surges(current.record, there)
             for name in orphans:
                 entry = record.entries[name]
-                record = with_entry(record, name, Entry(entry.mode, SCALED_DOWN, entry.seq, entry.since), current.machines)
-            return owner_patch(current.obj, record, current.replicas - len(orphans))
+                record = with_entry(record, name, Entry(entry.mode, SCALED_DOWN, entry.seq, entry.since, entry.replacement), current.machines)
+            record = settled(record, there)
+            if record == current.record:
+                return None
+            return owner_patch(current.obj, record, current.replicas - len(orphans) if orphans else None)
 
         return self._update(owner, machine, build)
 
