@@ -384,7 +384,7 @@ def machine_metrics(outcome: Outcome, clock: dict, now: float) -> dict:
     }
 
 
-def preflight(outcomes: list[Outcome], facts: dict | None = None, concurrency: int = 1) -> dict:
+def preflight(outcomes: list[Outcome], facts: dict | None = None, concurrency: int = 1, surge: int = 0) -> dict:
     """Check mode's answer for the chosen Machines together (docs/stalls.md): which would
     finish, which would wait and on what, which can never finish as things stand and why,
     from each Machine's planned steps and what holds it now, and from what the batch does to
@@ -407,7 +407,7 @@ def preflight(outcomes: list[Outcome], facts: dict | None = None, concurrency: i
             answer["would_finish"].append(outcome.key)
     if facts is None:
         return answer
-    batch = batch_findings(facts, concurrency)
+    batch = batch_findings(facts, concurrency, surge)
     answer["would_lose"] = {}
     for finding in batch["findings"]:
         line = finding_line(finding)

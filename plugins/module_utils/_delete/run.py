@@ -73,6 +73,7 @@ from ansible_collections.lifecycle.machine.plugins.module_utils._machine.flavour
 from ansible_collections.lifecycle.machine.plugins.module_utils._machine.scope import MachineScope
 from ansible_collections.lifecycle.machine.plugins.module_utils._machine.waits import actor_of, follow_controller, read_drain_report, read_refused_pods
 from ansible_collections.lifecycle.machine.plugins.module_utils._mark.run import mark
+from ansible_collections.lifecycle.machine.plugins.module_utils._replace.logic import FIRST
 from ansible_collections.lifecycle.machine.plugins.module_utils._replace.run import ReplacementPlan, ReplaceSettings, Replacing
 from ansible_collections.lifecycle.machine.plugins.module_utils._terminate.api import put_out_of_service
 from ansible_collections.lifecycle.machine.plugins.module_utils._terminate.logic import NODE_DELETION_FAILED, STEP_NODE
@@ -505,6 +506,11 @@ class MachineDeletion:
             outcome.status, outcome.step = IN_PROGRESS, result.get("next_step") or TERMINATE
 
 
+def surge(request: DeleteRequest) -> int:
+    """How many replacements stand beside the Machines being deleted at a time (replacement first), for the preflight's room."""
+    return min(request.concurrency, len(request.machines)) if request.replacement == FIRST else 0
+
+
 def replacement_plan(api: KubeApi, request: DeleteRequest) -> ReplacementPlan:
     """The task's replacements (``replacement``): with none or first, every Machine and its owner read once and every
     refusal made, before any Machine is touched (_replace/run.py)."""
@@ -564,7 +570,7 @@ def delete_machines(api: KubeApi, request: DeleteRequest) -> dict:
         if outcome.status == DONE and not request.check_mode and outcome.key in clock:
             start_phase(clock, outcome.key, DONE, now)  # when it finished, for the phases' figures
     by_status = {status: [outcome.as_dict() for outcome in outcomes if outcome.status == status] for status in (AWAITING_INSTANCE, FAILED)}
-    answer = preflight(outcomes, read_batch(api, request.workload, previews(deletions)), request.concurrency) if request.check_mode else None
+    answer = preflight(outcomes, read_batch(api, request.workload, previews(deletions)), request.concurrency, surge(request)) if request.check_mode else None
     known = {outcome.key for outcome in outcomes}
     return {
         "changed": any(outcome.changed for outcome in outcomes),
