@@ -32,6 +32,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ansible_collections.lifecycle.machine.plugins.module_utils._machine.flavour import Flavour, is_deleting, machine_label
+from ansible_collections.lifecycle.machine.plugins.module_utils._options.logic import check_options, invalid_names, seconds
+from ansible_collections.lifecycle.machine.plugins.module_utils._workload.logic import WorkloadSettings, workload_settings
 
 AFTER, NONE, FIRST = "after", "none", "first"
 MODES = (AFTER, NONE, FIRST)
@@ -514,3 +516,44 @@ def replacement_figures(mode: str, phases: dict) -> dict:
         "replacement_ready_seconds": round(ready - surged, 1) if mode == FIRST and surged is not None and ready is not None else None,
         "pool_short_seconds": short_seconds(mode, ready, phases.get("drain")),
     }
+
+
+# ---------------------------------------------------------------------------
+# machine_replacement: a Machine being deleted gets its Ready replacement (a preDrain hook's work)
+
+REPLACEMENT_BOUNDS = (*seconds("wait_timeout", least=1), *seconds("wait_sleep", least=1))
+
+
+@dataclass(frozen=True)
+class ReplacementRequest:
+    """machine_replacement's options."""
+
+    machine: str
+    namespace: str
+    api_version: str | None = None
+    wait_timeout: int = 1800
+    wait_sleep: int = 2
+    check_mode: bool = False
+    workload: WorkloadSettings = field(default_factory=WorkloadSettings)
+
+    @classmethod
+    def from_params(cls, params: dict, check_mode: bool) -> ReplacementRequest:
+        errors = invalid_names({"machine": params.get("machine"), "namespace": params.get("namespace")}, ("machine",), ("namespace",))
+        workload = workload_settings(params.get("workload_cluster"), errors)
+        check_options("machine_replacement", params, REPLACEMENT_BOUNDS, errors=errors)
+        return cls(
+            machine=params["machine"],
+            namespace=params["namespace"],
+            api_version=params.get("api_version") or None,
+            wait_timeout=params["wait_timeout"],
+            wait_sleep=params["wait_sleep"],
+            check_mode=check_mode,
+            workload=workload,
+        )
+
+
+def not_deleting_message(machine: dict) -> str:
+    return (
+        f"Machine {machine_label(machine)} is not being deleted: machine_replacement gives a Machine whose deletion started its"
+        " replacement (a preDrain hook's work); to replace one first and then delete it, use machine_delete with replacement: first"
+    )

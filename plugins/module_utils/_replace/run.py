@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from ansible_collections.lifecycle.machine.plugins.module_utils._errors import MachineError
 from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.client import KubeApi
 from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.errors import ApiError
-from ansible_collections.lifecycle.machine.plugins.module_utils._machine.api import get_machine, machine_api_versions
+from ansible_collections.lifecycle.machine.plugins.module_utils._machine.api import get_machine, machine_api_versions, require_namespace
 from ansible_collections.lifecycle.machine.plugins.module_utils._machine.flavour import flavour_for, is_deleting
 from ansible_collections.lifecycle.machine.plugins.module_utils._replace.api import annotate_machine, owner_recording, patch_owner, read_owner
 from ansible_collections.lifecycle.machine.plugins.module_utils._replace.logic import (
@@ -39,8 +39,10 @@ from ansible_collections.lifecycle.machine.plugins.module_utils._replace.logic i
     SURGED,
     Entry,
     Owner,
+    ReplacementRequest,
     after_message,
     controller_of,
+    not_deleting_message,
     orphaned_surges,
     owner_patch,
     plan_message,
@@ -479,3 +481,40 @@ class Replacing:
             self.state.step = "deleting"
             self.state.message = f"{after.label}'s replicas lowered {before} -> {after.replicas} with {fresh.flavour.delete_machine_annotation} on it"
             return True, mark(machine)
+
+
+def ensure_replacement(api: KubeApi, request: ReplacementRequest) -> dict:
+    """machine_replacement: a Machine whose deletion started gets a Ready replacement before its drain - the replacement
+    its owner makes at once (OpenShift, which no longer counts it), or one the owner is surged for and then brought back
+    from (Cluster API, which would replace it only once it is gone; the Machine being deleted is the one it then
+    removes). The module result; MachineError when it cannot be done safely or the wait timed out."""
+    api = api.fork(deadline=None if request.check_mode else api.monotonic() + request.wait_timeout + 30)
+    machine = get_machine(api, request.namespace, request.machine, request.api_version)
+    entry = {"name": request.machine, "namespace": request.namespace, "api_version": request.api_version}
+    if machine is None:
+        require_namespace(api, request.namespace)
+        return {"changed": False, "machine": {**entry, "exists": False}, "replacement": None, "message": "the Machine is gone"}
+    if not is_deleting(machine):
+        raise MachineError(not_deleting_message(machine))
+    settings = ReplaceSettings(FIRST, request.wait_timeout, 1, request.check_mode, request.wait_sleep, request.workload)
+    plan = ReplacementPlan(api, settings, [{**entry, "api_version": machine["apiVersion"]}])
+    plan.read()
+    key = f"{request.namespace}/{request.machine}"
+    replacing = Replacing(api, plan, key, {})
+    began = api.monotonic()
+    replacing.begin()
+    try:
+        go_on, _machine = replacing.prepare(machine, lambda current: current, api.monotonic() + request.wait_timeout)
+    finally:
+        replacing.end()
+    state = replacing.state.as_dict()
+    if not go_on:
+        raise MachineError(
+            f"Timed out after {request.wait_timeout} s waiting for the replacement of Machine {key}: {replacing.state.message}", replacement=state
+        )
+    return {
+        "changed": replacing.state.changed,
+        "machine": {**entry, "api_version": machine["apiVersion"], "exists": True},
+        "replacement": state,
+        "waited": round(api.monotonic() - began, 1),
+    }
