@@ -258,6 +258,7 @@ def test_cluster_api_removes_exactly_the_annotated_machine_and_replaces_first(ca
         print(f"Cluster API {owner}: replacement Ready after {metrics['replacement_ready_seconds']} s; figures {metrics}")
 
 
+@pytest.mark.real_controllers_subset
 def test_openshift_machine_set_removes_exactly_the_annotated_machine_and_replaces_first(mapi_plane: dict) -> None:
     pool = mapi_pool(mapi_plane, "repl-mapi", 3)
     with cloud(pool):
