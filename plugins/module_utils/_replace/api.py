@@ -51,10 +51,10 @@ def get_cluster(api: KubeApi, flavour: Flavour, namespace: str, name: str | None
     return api.get(resource_path(flavour.api_version, "clusters", namespace, name))
 
 
-def read_owner(api: KubeApi, machine: dict, flavour: Flavour) -> Owner | None:
+def read_owner(api: KubeApi, machine: dict, flavour: Flavour, *, full: bool = True) -> Owner | None:
     """The Machine's owner whose replicas change (its MachineSet, or the MachineDeployment over it), with its
-    Machines, a MachineDeployment's MachineSets with replicas, and (Cluster API) its Cluster; None when the
-    Machine has no MachineSet as its controller. A MachineSet named but gone fails, naming it."""
+    Machines, and (``full``: what only the refusals need) a MachineDeployment's MachineSets with replicas and the
+    Cluster; None when the Machine has no MachineSet as its controller. A MachineSet named but gone fails, naming it."""
     namespace = machine["metadata"]["namespace"]
     set_ref, _ = owner_kinds(machine, flavour)
     if set_ref is None:
@@ -70,10 +70,11 @@ def read_owner(api: KubeApi, machine: dict, flavour: Flavour) -> Owner | None:
             raise MachineError(f"Machine {machine_label(machine)}: its MachineDeployment {namespace}/{deployment_ref.name} was not found")
         scaled, kind = deployment, "MachineDeployment"
         uid = deployment["metadata"].get("uid")
-        sets = [item for item in list_machine_sets(api, flavour, namespace) if (controller_of(item) or _NO_REF).uid == uid]
-        active = sorted(item["metadata"]["name"] for item in sets if (item.get("spec") or {}).get("replicas"))
+        if full:
+            sets = [item for item in list_machine_sets(api, flavour, namespace) if (controller_of(item) or _NO_REF).uid == uid]
+            active = sorted(item["metadata"]["name"] for item in sets if (item.get("spec") or {}).get("replicas"))
     machines = list_owned_machines(api, flavour, namespace, (scaled.get("spec") or {}).get("selector"))
-    cluster = get_cluster(api, flavour, namespace, (scaled.get("spec") or {}).get("clusterName"))
+    cluster = get_cluster(api, flavour, namespace, (scaled.get("spec") or {}).get("clusterName")) if full else None
     return Owner(kind=kind, obj=scaled, machine_set=machine_set, flavour=flavour, machines=machines, active_sets=active, cluster=cluster)
 
 

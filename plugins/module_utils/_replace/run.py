@@ -426,7 +426,8 @@ class Replacing:
         flavour = flavour_for(machine)
 
         def read() -> Owner:
-            fresh = self._read(machine)
+            # Each look reads the owner and its Machines only: what the refusals need was read before the surge.
+            fresh = read_owner(self.api, machine, flavour, full=False)
             if fresh is None:
                 raise MachineError(f"Machine {self.key} no longer has an owner to replace it")
             return fresh
