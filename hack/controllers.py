@@ -526,7 +526,7 @@ class FakeCloud:
                 continue
             node = cluster_tool.kwok_node(name)
             node["spec"]["providerID"] = provider_id
-            status, _ = cluster_tool._api(self.node_state, "POST", "/api/v1/nodes", node)
+            status = cluster_tool._api(self.node_state, "POST", "/api/v1/nodes", node)[0]
             if status in (201, 409):
                 self.booted[name] = time.time()
 

@@ -274,9 +274,11 @@ class MachineDeletion:
         """What comes before the deletion request for the Machine's place in its pool (``replacement``): the surge and
         the wait for the replacement, the owner's replicas lowered with the delete annotation (which ends in the
         deletion request, ``mark``). (whether the deletion goes on in this call, the Machine after.)"""
-        assert self.replacing is not None
-        go_on, machine = self.replacing.prepare(machine, self.mark, self.slice_end)
-        state = self.replacing.state
+        replacing = self.replacing
+        if replacing is None:
+            return True, machine
+        go_on, machine = replacing.prepare(machine, self.mark, self.slice_end)
+        state = replacing.state
         self.outcome.replacement = state.as_dict()
         self.outcome.changed |= state.changed
         if not go_on:

@@ -56,13 +56,13 @@ def read_owner(api: KubeApi, machine: dict, flavour: Flavour, *, full: bool = Tr
     Machines, and (``full``: what only the refusals need) a MachineDeployment's MachineSets with replicas and the
     Cluster; None when the Machine has no MachineSet as its controller. A MachineSet named but gone fails, naming it."""
     namespace = machine["metadata"]["namespace"]
-    set_ref, _ = owner_kinds(machine, flavour)
+    set_ref = owner_kinds(machine, flavour)[0]
     if set_ref is None:
         return None
     machine_set = get_owner_object(api, flavour, "MachineSet", namespace, set_ref.name)
     if machine_set is None:
         raise MachineError(f"Machine {machine_label(machine)}: its MachineSet {namespace}/{set_ref.name} was not found")
-    _, deployment_ref = owner_kinds(machine, flavour, machine_set)
+    deployment_ref = owner_kinds(machine, flavour, machine_set)[1]
     scaled, kind, active = machine_set, "MachineSet", []
     if deployment_ref is not None:
         deployment = get_owner_object(api, flavour, "MachineDeployment", namespace, deployment_ref.name)

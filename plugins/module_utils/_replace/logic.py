@@ -298,7 +298,7 @@ def after_message(machine: dict, flavour: Flavour) -> str:
     ref = controller_of(machine)
     if ref is None:
         return "it has no owner: nothing replaces it"
-    set_ref, _ = owner_kinds(machine, flavour)
+    set_ref = owner_kinds(machine, flavour)[0]
     if set_ref is None:
         return f"{ref.kind} {ref.name} owns it and decides its replacement"
     deployment = (_meta(machine).get("labels") or {}).get("cluster.x-k8s.io/deployment-name")
