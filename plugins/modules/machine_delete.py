@@ -460,6 +460,14 @@ clock:
     drain_progress:
       description: When its drain last made progress (O(stall_timeout) counts from there).
       type: float
+    replace:
+      description:
+        - With O(replacement=first), when the surge for it was made; O(replacement_timeout) counts from it, and its
+          V(replace) phase until its drain.
+      type: float
+    replacement_ready:
+      description: With O(replacement=first), when its replacement was first seen with a Ready Node.
+      type: float
   sample: {"default/worker-1": {"started": 1795782000.0, "drain": 1795782001.5, "drain_progress": 1795782040.2}}
 preflight:
   description:
@@ -524,6 +532,13 @@ preflight:
           description: The Machines in the order that lets the most of them finish (given in that order, they start in that order).
           type: list
           elements: str
+        replacement_nodes:
+          description:
+            - With O(replacement=first), per cluster, the replacements' Nodes counted as room for the evicted Pods - each
+              assumed like the Node it replaces (its MachineSet's template), O(concurrency) of them at a time, named
+              C(<node> (replacement)).
+          type: dict
+          returned: with O(replacement=first)
         counted:
           description: The Machines whose drain preview was counted.
           type: list
