@@ -344,7 +344,7 @@ class MachineDeletion:
     def judged(self, found: list[Blocker], machine: dict, flavour: Flavour) -> list[Blocker]:
         """The budget refusals a followed controller reports, judged as the collection's own drain judges them:
         the Pods and their budgets read on the workload side (only when the report names such refusals; the budgets
-        from the task's shared feed), within FOLLOW_READ_SECONDS (docs/stalls.md)."""
+        from the run's cache), within FOLLOW_READ_SECONDS (docs/stalls.md)."""
         keys = budget_refused_pods(found)
         if not keys:
             return found
@@ -470,6 +470,8 @@ def delete_machines(api: KubeApi, request: DeleteRequest) -> dict:
     started = api.monotonic()
     slice_end = started + request.progress_interval if request.progress_interval and not request.check_mode else None
     clock = {key: dict(phases) for key, phases in request.clock.items()}
+    # The run keeps caches of what its Machines all read (_k8s/cache.py), and the task's Machines and Clusters.
+    api.keep_caches()
     feeds = MachineFeeds(api, request.machines)
     deletions = [MachineDeletion(api.fork(), request, machine, clock=clock, slice_end=slice_end, feeds=feeds) for machine in request.machines]
     try:
@@ -480,6 +482,7 @@ def delete_machines(api: KubeApi, request: DeleteRequest) -> dict:
             outcomes = []
     finally:
         feeds.stop()
+        api.stop_caches()
     elapsed = api.monotonic() - started
     now = time.time()
     for outcome in outcomes:

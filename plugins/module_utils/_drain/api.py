@@ -13,7 +13,7 @@ to is read once per run. Between passes a watch on the Node's Pods reports
 when the Pods the drain waits for are gone.
 
 In a ``machine_delete`` task the Namespaces, the PodDisruptionBudgets and the
-MachineDrainRules come from the task's shared feeds instead (``_workload/feed.py``:
+MachineDrainRules come from the run's cache instead (``_k8s/cache.py``:
 one LIST and one watch per cluster for all its Machines); read directly when
 there are none or they cannot answer.
 
@@ -47,19 +47,12 @@ from ansible_collections.lifecycle.machine.plugins.module_utils._drain.view impo
 from ansible_collections.lifecycle.machine.plugins.module_utils._errors import MachineError
 from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.client import KubeApi
 from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.errors import ApiError
-from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.paths import Permission, resource_path
+from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.informer import FAILED, RELISTED
+from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.paths import BUDGETS, NAMESPACES, NODES, Permission, resource_path
 from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.watch import watch_until
 from ansible_collections.lifecycle.machine.plugins.module_utils._machine.api import get_node, node_path
 from ansible_collections.lifecycle.machine.plugins.module_utils._machine.flavour import OPENSHIFT_GROUP
 from ansible_collections.lifecycle.machine.plugins.module_utils._machine.nodes import is_node_unreachable, is_unschedulable
-from ansible_collections.lifecycle.machine.plugins.module_utils._workload.feed import (
-    BUDGETS,
-    NAMESPACES,
-    NODES,
-    cluster_feeds,
-    shared_items,
-    shared_or_listed,
-)
 
 CAPI_GROUP = "cluster.x-k8s.io"
 DRAIN_RULES_PLURAL = "machinedrainrules"
@@ -123,8 +116,8 @@ def served_drain_rules(api: KubeApi, namespace: str) -> list[dict]:
     for version in api.served_versions(CAPI_GROUP):
         if api.discovery.resource(f"{CAPI_GROUP}/{version}", plural=DRAIN_RULES_PLURAL) is not None:
             path = resource_path(f"{CAPI_GROUP}/{version}", DRAIN_RULES_PLURAL, namespace)
-            # The task's Machines of one namespace share one list and watch of its rules (machine_delete).
-            return shared_or_listed(api, lambda feeds, path=path, version=version: feeds.feed(path, f"{CAPI_GROUP}/{version}", "MachineDrainRule"), path)
+            # The task's Machines of one namespace share one list and watch of its rules (machine_delete: the run's cache).
+            return api.cached_reader().list(path, "MachineDrainRule")
     return []
 
 
@@ -153,12 +146,12 @@ class PodContext:
 
     def namespaces(self, pods: list[dict]) -> dict[str, dict]:
         wanted = {(pod.get("metadata") or {}).get("namespace", "") for pod in pods}
-        shared = shared_items(self._api, lambda feeds: feeds.namespaces())
-        if shared is not None:
-            found = {ns["metadata"]["name"]: ns for ns in shared}
+        cached = self._api.cached_reader().items(NAMESPACES)
+        if cached is not None:
+            found = {ns["metadata"]["name"]: ns for ns in cached}
             if wanted <= set(found):
                 return found
-            # A Namespace the task's feed has not seen yet (just made): listed, as without the feed.
+            # A Namespace the run's cache has not seen yet (just made): listed, as without the cache.
         if self._namespaces is None or not wanted <= set(self._namespaces):
             listed = self._api.list(NAMESPACES)
             self._namespaces = {ns["metadata"]["name"]: ns for ns in listed}
@@ -242,12 +235,12 @@ def _eviction_landed(api: KubeApi, pod: dict):
 
 
 def list_budgets(api: KubeApi) -> list[dict]:
-    """Every PodDisruptionBudget (the task's shared feed's, when it has one); ``[]`` when they
-    cannot be listed (the grouping is an optimisation). A stale budget may only cost an eviction
-    the API server refuses, never one it would not allow: the eviction API decides."""
-    shared = shared_items(api, lambda feeds: feeds.budgets())
-    if shared is not None:
-        return shared
+    """Every PodDisruptionBudget (the run's cache's, when it keeps one: a stale budget may only cost an
+    eviction the API server refuses, ``_k8s/cache.py`` rule 4); ``[]`` when they cannot be listed (the
+    grouping is an optimisation)."""
+    cached = api.cached_reader().items(BUDGETS)
+    if cached is not None:
+        return cached
     try:
         return api.list(BUDGETS)
     except ApiError:
@@ -403,7 +396,7 @@ def drain_pass(
         node, pods, watched_budgets = observed.snapshot()
         budget_versions = DrainView(None, [], watched_budgets).budget_versions()
     else:
-        # A GET, never the task's shared feed of Nodes: the cordon below is an unguarded merge
+        # A GET, never the run's cache of Nodes: the cordon below is an unguarded merge
         # patch decided from this read, so it takes the server's word, not a watch's copy.
         node, pods, watched_budgets = get_node(api, node_name), None, None
     if node is None:
@@ -499,7 +492,7 @@ class NodeWatch:
     to listing on every pass.
 
     In a ``machine_delete`` task the budgets come from the task's one feed of the
-    cluster's budgets (``_workload/feed.py``), which tells every drain's view of each
+    cluster's budgets (``_k8s/cache.py``), which tells every drain's view of each
     change, instead of a list and a watch of every budget per drain. Either way the
     view is as fresh as a watch: the eviction API stays the authority on what a budget
     allows (a stale allowance costs a refused eviction, retried; never an extra one).
@@ -521,8 +514,7 @@ class NodeWatch:
         """Watch from what ``drain`` (a pass that listed) saw; None when the budgets cannot be listed."""
         if drain.node is None or drain.resource_version is None:
             return None
-        feeds = cluster_feeds(api)
-        feed = feeds.budgets() if feeds is not None else None
+        feed = api.cached_reader().informer(BUDGETS)
         watch = cls(api, node_name, DrainView(drain.node, drain.pods, []), deadline=deadline)
         budgets_version = None
         # The view starts from the feed's budgets (told first, as a relist), then hears each change.
@@ -550,7 +542,10 @@ class NodeWatch:
     def _budget_change(self, kind: str, obj: Any) -> None:
         """A change the task's budget feed tells (in its thread): the view notes it, and a pause it ends wakes."""
         with self._cond:
-            reason = self.view.replace_budgets(obj) if kind == "RELISTED" else self.view.budget_event(kind, obj)
+            if kind == FAILED:
+                self._cond.notify_all()
+                return
+            reason = self.view.replace_budgets(obj) if kind == RELISTED else self.view.budget_event(kind, obj)
             if reason is not None:
                 self._cond.notify_all()
 

@@ -62,6 +62,7 @@ from ansible_collections.lifecycle.machine.plugins.module_utils._drain.request i
 from ansible_collections.lifecycle.machine.plugins.module_utils._drain.rules import normalize_rules
 from ansible_collections.lifecycle.machine.plugins.module_utils._drain.stalls import PROGRESS_CARRIED, ProgressClock, control_plane_blockers, stall_message
 from ansible_collections.lifecycle.machine.plugins.module_utils._errors import MachineError
+from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.cache import CachedObject
 from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.client import KubeApi
 from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.errors import ApiError, Cancelled, ran_out_of_time, unanswered_cluster
 from ansible_collections.lifecycle.machine.plugins.module_utils._machine.api import (
@@ -97,12 +98,11 @@ from ansible_collections.lifecycle.machine.plugins.module_utils._machine.flavour
     machine_label,
 )
 from ansible_collections.lifecycle.machine.plugins.module_utils._machine.nodes import is_unschedulable
-from ansible_collections.lifecycle.machine.plugins.module_utils._machine.scope import MachineScope
+from ansible_collections.lifecycle.machine.plugins.module_utils._machine.scope import CachedMachines, MachineScope
 from ansible_collections.lifecycle.machine.plugins.module_utils._machine.selection import MachineSelection
 from ansible_collections.lifecycle.machine.plugins.module_utils._machine.waits import followed_deletion
 from ansible_collections.lifecycle.machine.plugins.module_utils._timeutil import now, rfc3339
 from ansible_collections.lifecycle.machine.plugins.module_utils._workload import api as workload
-from ansible_collections.lifecycle.machine.plugins.module_utils._workload.feed import SharedObject, shared_object
 from ansible_collections.lifecycle.machine.plugins.module_utils._workload.logic import provider_id_conflict
 
 Fail = Callable[..., MachineError]
@@ -130,7 +130,7 @@ class DrainGate:
         slice_end: float | None = None,
         node_side: Callable[[], KubeApi] | None = None,
         reread: Callable[[dict], dict | None] | None = None,
-        view: Any = None,
+        view: CachedMachines | None = None,
     ):
         self.api = api
         self.recorder = recorder
@@ -146,9 +146,9 @@ class DrainGate:
         # The Machine's workload cluster, where a Node is looked for by providerID.
         self.node_side = node_side or (lambda: api)
         # The InfraMachine, looked at before each pass while the Machine is being deleted: in a
-        # machine_delete task through the task's shared feed of its kind in its namespace (the one the
-        # termination follows it through), else a GET each look (_workload/feed.SharedObject).
-        self._infrastructure: tuple[ObjectRef, SharedObject] | None = None
+        # machine_delete task through the run's cache of its kind in its namespace (the one the
+        # termination follows it through), else a GET each look (_k8s/cache.CachedObject).
+        self._infrastructure: tuple[ObjectRef, CachedObject] | None = None
 
     @property
     def machine(self) -> dict:
@@ -195,15 +195,15 @@ class DrainGate:
     def infrastructure(self) -> dict | None:
         """The InfraMachine as now known; None when the Machine has none, or it is gone.
 
-        Read from the task's shared feed (machine_delete), this is safe: the InfraMachine counts as
-        gone only on the server's word (SharedObject reads what the feed has not shown with a GET),
+        Read from the run's cache (machine_delete), this is safe: the InfraMachine counts as
+        gone only on the server's word (``_k8s/cache.py`` rule 2: what the cache has not shown is read),
         and "being deleted" cannot be undone, so a copy the watch has not caught up with can only
         hold the skip until a later pass, never skip a drain the server would not."""
         ref = self.flavour.infrastructure_ref(self.machine)
         if ref is None:
             return None
         if self._infrastructure is None or self._infrastructure[0] != ref:
-            self._infrastructure = (ref, shared_object(self.api, ref_path(self.api, ref), ref.kind))
+            self._infrastructure = (ref, self.api.cached_reader().follow(ref_path(self.api, ref), ref.kind))
         return self._infrastructure[1].read()
 
     def pre_drain(self) -> list[Hook]:
@@ -265,7 +265,7 @@ class DrainPasses:
         deadline: float,
         flavour: Flavour | None = None,
         node_side: Callable[[], KubeApi] | None = None,
-        view: Any = None,
+        view: CachedMachines | None = None,
     ):
         # The Machine, its Cluster and the MachineDrainRules are read through ``api`` (the Cluster
         # from ``view``, the task's feeds, when there is one); the Node, its Pods and budgets
@@ -327,7 +327,7 @@ class DrainPasses:
             # A watch that failed (no permission to watch, say) is tried again a few times, then the passes list.
             self.stop_watching()
             self.watch_starts += 1
-            if getattr(self.api, "background_watches", True):
+            if self.api.background_watches:
                 self.watch = NodeWatch.start(self.node_api, drain, node_name, deadline=self.deadline)
         return drain
 

@@ -25,6 +25,7 @@ from urllib.parse import urlencode
 
 from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.access import Access
 from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.attempts import Attempts, Call, Link
+from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.cache import Cache, Caches, Reader
 from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.discovery import Discovery
 from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.errors import (
     TRANSPORT_ERRORS,
@@ -49,35 +50,6 @@ WATCH_SLACK = 10.0
 FIRST_CONTACT_BUDGET = 10.0
 
 
-class SharedViews:
-    """The views (watch-fed caches of whole collections) the tasks of one run share, one per
-    connection and key, made on first need; only once the run has asked for them
-    (:meth:`KubeApi.share_views`: machine_delete, whose Machines all read the same collections).
-    A run that does not share them (machine_drain, one Machine) reads as before."""
-
-    def __init__(self) -> None:
-        self.enabled = False
-        self._lock = threading.Lock()
-        self._views: dict[tuple[int, str], Any] = {}
-
-    def get(self, link: Link, key: str, make: Callable[[], Any]) -> Any | None:
-        with self._lock:
-            if not self.enabled:
-                return None
-            view = self._views.get((id(link), key))
-            if view is None:
-                view = self._views[(id(link), key)] = make()
-        return view
-
-    def stop(self) -> None:
-        """Stop every view made (each ``stop()``s its watches); later asks get None."""
-        with self._lock:
-            self.enabled = False
-            views, self._views = list(self._views.values()), {}
-        for view in views:
-            view.stop()
-
-
 class KubeApi:
     """REST calls against one API server: retried, counted and cancellable.
 
@@ -89,6 +61,9 @@ class KubeApi:
     ``cancel()`` makes every later request raise :class:`Cancelled` at once,
     and wakes any retry pause.
     """
+
+    # Whether watches may run in background threads (the unit tests' stand-in for the transport runs none).
+    background_watches = True
 
     def __init__(
         self,
@@ -114,8 +89,8 @@ class KubeApi:
         self._others: dict[str, KubeApi] = {}
         self._others_lock = threading.Lock()
         self._answered = False
-        # The run's shared views (one set per run: every fork and other cluster's connection shares it).
-        self._shared = SharedViews()
+        # The run's caches (one set per run: every fork and other cluster's connection shares it).
+        self._caches = Caches()
         self.policy = policy or RetryPolicy()
         self.request_count = 0
         self.retries: Counter[str] = Counter()
@@ -156,7 +131,7 @@ class KubeApi:
         child._deadline_from = deadline_from
         child._cancelled, child._streams, child._streams_lock = self._cancelled, self._streams, self._streams_lock
         child._others, child._others_lock = self._others, self._others_lock
-        child._shared = self._shared
+        child._caches = self._caches
         child.discovery = self.discovery.through(child)
         child.access = self.access.through(child)
         child._answered = self._answered
@@ -170,7 +145,7 @@ class KubeApi:
         policy, clock and cancellation. Its requests count as the run's."""
         other = KubeApi(api_client, policy=self.policy, clock=self._clock, label=label, renew=renew)
         other._cancelled, other._streams, other._streams_lock = self._cancelled, self._streams, self._streams_lock
-        other._shared = self._shared
+        other._caches = self._caches
         with self._lock:
             self._children.append(other)
         return other
@@ -186,19 +161,23 @@ class KubeApi:
                 base = self._others[key] = self.beside(api_client, label=label, renew=renew)
         return base.fork(deadline_from=self)
 
-    def share_views(self) -> None:
-        """From now on the run's tasks share views (:meth:`shared_view`) until :meth:`stop_views`."""
-        self._shared.enabled = True
+    def keep_caches(self) -> None:
+        """From now on the run keeps caches (:meth:`cached_reader`: one per connection) until :meth:`stop_caches`."""
+        self._caches.enabled = True
 
-    def stop_views(self) -> None:
-        """Stop the run's shared views (their watches end); later reads go to the API server."""
-        self._shared.stop()
+    def stop_caches(self) -> None:
+        """Stop the run's caches (their watches end); later reads go to the API server."""
+        self._caches.stop()
 
-    def shared_view(self, key: str, make: Callable[[KubeApi], Any]) -> Any | None:
-        """The view ``key`` of this connection (this API server) the run's tasks share: made once,
-        by ``make(api)`` with a fork of this connection that has no deadline (a view outlives each
-        task that reads it), and shared by every fork; None when the run shares no views."""
-        return self._shared.get(self._link, key, lambda: make(self.fork()))
+    def cached_reader(self) -> Reader:
+        """Reads through this connection's cache, made once (with a fork of this connection that has no
+        deadline: a cache outlives each task that reads it) and shared by every fork; where the run keeps
+        no caches, or the cache cannot answer, they go to the API server (see :mod:`cache`)."""
+        return Reader(self, self._caches.of(self._link, lambda: Cache(self.fork())))
+
+    def live_reader(self) -> Reader:
+        """Reads that always go to the API server (the server's word, whatever the run caches)."""
+        return Reader(self, None)
 
     @property
     def cancelled(self) -> bool:

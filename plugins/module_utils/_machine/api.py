@@ -30,6 +30,7 @@ from ansible_collections.lifecycle.machine.plugins.module_utils._machine.flavour
     is_deleting,
     machine_label,
 )
+from ansible_collections.lifecycle.machine.plugins.module_utils._machine.scope import CachedMachines
 from ansible_collections.lifecycle.machine.plugins.module_utils._machine.selection import MachineSelection, served_machine_apis, unserved_api_version
 from ansible_collections.lifecycle.machine.plugins.module_utils._timeutil import now, rfc3339
 
@@ -270,7 +271,7 @@ def merge_patch(target: dict, patch: dict, *, keep_null: bool = False) -> None:
             target[key] = json.loads(json.dumps(value))
 
 
-def get_cluster(api: KubeApi, machine: dict, flavour: Flavour, view: Any = None) -> dict | None:
+def get_cluster(api: KubeApi, machine: dict, flavour: Flavour, view: CachedMachines | None = None) -> dict | None:
     """The Cluster API Cluster of a Machine (same API version); None for OpenShift or when absent.
     ``view``: the task's watch-fed feeds (``_machine/feed.py``), asked first."""
     name = flavour.cluster_name(machine)
@@ -283,7 +284,7 @@ def get_cluster(api: KubeApi, machine: dict, flavour: Flavour, view: Any = None)
     return api.get(resource_path(machine["apiVersion"], "clusters", machine["metadata"]["namespace"], name))
 
 
-def node_steps_skip_reason(api: KubeApi, machine: dict, flavour: Flavour, view: Any = None) -> str | None:
+def node_steps_skip_reason(api: KubeApi, machine: dict, flavour: Flavour, view: CachedMachines | None = None) -> str | None:
     """Why Cluster API skips the preDrain gate, drain, volume wait and Node
     deletion for this Machine (docs/behaviour.md §2), or None when it does not.
 
@@ -309,7 +310,7 @@ def node_steps_skip_reason(api: KubeApi, machine: dict, flavour: Flavour, view: 
     return _control_plane_skip_reason(api, machine, flavour, cluster, view)
 
 
-def _control_plane_skip_reason(api: KubeApi, machine: dict, flavour: Flavour, cluster: dict, view: Any = None) -> str | None:
+def _control_plane_skip_reason(api: KubeApi, machine: dict, flavour: Flavour, cluster: dict, view: CachedMachines | None = None) -> str | None:
     """The control plane's part of :func:`node_steps_skip_reason`."""
     cluster_name = cluster["metadata"]["name"]
     namespace = machine["metadata"]["namespace"]

@@ -18,7 +18,7 @@ from collections.abc import Callable
 from ansible_collections.lifecycle.machine.plugins.module_utils._errors import MachineError
 from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.client import KubeApi
 from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.errors import ApiError
-from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.paths import resource_path
+from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.paths import BUDGETS, resource_path
 from ansible_collections.lifecycle.machine.plugins.module_utils._machine.api import wait_for_machine
 from ansible_collections.lifecycle.machine.plugins.module_utils._machine.controller import (
     ABSENT,
@@ -46,7 +46,6 @@ from ansible_collections.lifecycle.machine.plugins.module_utils._machine.livenes
     lease_actor,
     with_lease_note,
 )
-from ansible_collections.lifecycle.machine.plugins.module_utils._workload.feed import shared_items
 
 # Seconds one read of a controller's Lease serves: the Machines of a task decided together share it.
 LEASE_REUSE = 10.0
@@ -200,8 +199,8 @@ def read_refused_pods(node_side: Callable[[], KubeApi], node_name: str | None, k
     """What a followed drain's budget refusals need to be judged, read where the Pods are (``node_side()``:
     the Machine's workload cluster, or its own): the Pods of the Node ``node_name`` (one LIST, as the drain
     reads them; without a Node name, each Pod ``keys`` names), keyed ``namespace/name``, None for a Pod of
-    ``keys`` that is gone; and the budgets of the Pods' namespaces: the task's shared feed of the cluster's
-    budgets when the run shares one (``_workload/feed.py``), else one LIST per namespace. Nothing is read
+    ``keys`` that is gone; and the budgets of the Pods' namespaces: the run's cache of the cluster's
+    budgets when it keeps one (``_k8s/cache.py``), else one LIST per namespace. Nothing is read
     when ``keys`` is empty. Returns (the Pods, the budgets, None), or what was read and why the rest could
     not be (the workload cluster unreachable, no permission): the caller then judges nothing. Cancelled
     (not an API error) is raised."""
@@ -222,7 +221,7 @@ def read_refused_pods(node_side: Callable[[], KubeApi], node_name: str | None, k
             pods[f"{meta.get('namespace')}/{meta.get('name')}"] = found
         for key in keys:
             pods.setdefault(key, None)
-        budgets = shared_items(api, lambda feeds: feeds.budgets())
+        budgets = api.cached_reader().items(BUDGETS)
         if budgets is None:
             budgets = []
             for namespace in sorted({key.partition("/")[0] for key in keys}):

@@ -29,7 +29,7 @@ from ansible_collections.lifecycle.machine.plugins.module_utils._machine.api imp
 )
 from ansible_collections.lifecycle.machine.plugins.module_utils._machine.deletion import ObjectState
 from ansible_collections.lifecycle.machine.plugins.module_utils._machine.flavour import CAPI_GROUP, PRE_TERMINATE, flavour_for, machine_label
-from ansible_collections.lifecycle.machine.plugins.module_utils._machine.scope import MachineScope
+from ansible_collections.lifecycle.machine.plugins.module_utils._machine.scope import CachedMachines, MachineScope
 from ansible_collections.lifecycle.machine.plugins.module_utils._machine.waits import followed_deletion
 from ansible_collections.lifecycle.machine.plugins.module_utils._terminate import api as terminate_api
 from ansible_collections.lifecycle.machine.plugins.module_utils._terminate.logic import (
@@ -78,7 +78,7 @@ class Termination:
         *,
         started: float | None = None,
         reread: Callable[[dict], dict | None] | None = None,
-        view: Any = None,
+        view: CachedMachines | None = None,
     ):
         """``api`` is the task's (:func:`terminate_machine` gives it the task's deadline while it waits);
         ``reread`` reads the Machine again after a wait and ``view`` answers what Cluster API asks of the
@@ -97,7 +97,7 @@ class Termination:
         self.wait_timeout = max(0, round(self.deadline - started)) if api.deadline is not None else request.wait_timeout
         self.report = Report(machine, self.flavour, started=started, started_at=now(), check_mode=request.check_mode)
         # The referenced objects and the Node, looked at after each step and wait: in a machine_delete
-        # task from the task's shared feeds (no request of this Machine's own), else a GET each look.
+        # task from the run's cache (no request of this Machine's own), else a GET each look.
         self.objects = terminate_api.ReferencedObjects(api)
         self.nodes = terminate_api.NodeReads()
         self._node_api: KubeApi | None = None

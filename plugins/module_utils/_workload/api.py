@@ -19,9 +19,8 @@ from ansible_collections.lifecycle.machine.plugins.module_utils._errors import M
 from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.client import KubeApi
 from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.connect import client_from_kubeconfig
 from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.errors import ApiError, ConfigError
-from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.paths import resource_path
+from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.paths import NODES, resource_path
 from ansible_collections.lifecycle.machine.plugins.module_utils._machine.flavour import Flavour, flavour_for, machine_label
-from ansible_collections.lifecycle.machine.plugins.module_utils._workload.feed import NODES
 from ansible_collections.lifecycle.machine.plugins.module_utils._workload.logic import (
     KUBECONFIG,
     MANAGEMENT,
@@ -128,7 +127,7 @@ def check_node_side(api: KubeApi, machine: dict, settings: WorkloadSettings) -> 
             node_api(api, machine, settings, flavour).get(NODES, limit=1)
         return
     node_side = node_api(api, machine, settings, flavour)
-    # A GET, not the task's shared feed of Nodes: this check is the gate before the Machine is marked for
+    # A GET (live), not the run's cache of Nodes: this check is the gate before the Machine is marked for
     # deletion (a write no resourceVersion guards against a Node that changed), so it takes the server's word.
     node = node_side.get(f"{NODES}/{node_name}")
     conflict = provider_id_conflict(machine, node, node_side.label or "the management cluster")
