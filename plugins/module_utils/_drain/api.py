@@ -1,7 +1,6 @@
 # Copyright: lifecycle.machine contributors
 # Apache License 2.0 (see LICENSE)
-"""The API side of a drain: cordon, one pass over a Node's Pods, evictions, and
-the cheap wait between passes. Thin on purpose: every decision is made by the
+"""The API side of a drain: cordon, one pass over a Node's Pods, evictions. Thin on purpose: every decision is made by the
 pure functions of ``_drain``; this file only fetches what they need and
 carries out what they decided.
 
@@ -9,8 +8,8 @@ Costs, per pass: one LIST of the Node's Pods (a field selector on
 ``spec.nodeName``), one GET of the Node, and one eviction per Pod of the
 current batch (sent concurrently). Namespaces are listed once per run (again
 only when a Pod of an unknown Namespace appears); each DaemonSet a Pod refers
-to is read once per run. Between passes a watch on the Node's Pods reports
-when the Pods the drain waits for are gone.
+to is read once per run. After the first pass the Node, its Pods and the
+budgets are watched (``feed.py``): later passes read nothing.
 
 In a ``machine_delete`` task the Namespaces, the PodDisruptionBudgets and the
 MachineDrainRules come from the run's cache instead (``_k8s/cache.py``:
@@ -23,33 +22,29 @@ Functions take a ``KubeApi`` and plain values, never the module object.
 from __future__ import annotations
 
 import datetime as _dt
-import threading
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
 
-from ansible_collections.lifecycle.machine.plugins.module_utils._drain.budgets import budget_groups, covering_budgets, dry_run_allowance, ready
+from ansible_collections.lifecycle.machine.plugins.module_utils._drain.budgets import budget_groups, dry_run_allowance, ready
 from ansible_collections.lifecycle.machine.plugins.module_utils._drain.escalations import Escalation, escalation_for, permission_message, permissions_needed
 from ansible_collections.lifecycle.machine.plugins.module_utils._drain.evictions import eviction_failure_message
+from ansible_collections.lifecycle.machine.plugins.module_utils._drain.feed import NodeWatch
 from ansible_collections.lifecycle.machine.plugins.module_utils._drain.gates import cordoned_control_plane_nodes, is_control_plane_node, node_machine
 from ansible_collections.lifecycle.machine.plugins.module_utils._drain.logic import (
-    PDB_MESSAGE,
     UNREACHABLE_GRACE_PERIOD_SECONDS,
     classify_pods,
     daemonset_refs,
     plan_drain,
     progress_message,
 )
-from ansible_collections.lifecycle.machine.plugins.module_utils._drain.passes import DrainPass, EvictionMemory, EvictionOutcome, PodWait
+from ansible_collections.lifecycle.machine.plugins.module_utils._drain.passes import DrainPass, EvictionMemory, EvictionOutcome
 from ansible_collections.lifecycle.machine.plugins.module_utils._drain.pods import pod_key
 from ansible_collections.lifecycle.machine.plugins.module_utils._drain.rules import SKIP, merge_rules
-from ansible_collections.lifecycle.machine.plugins.module_utils._drain.view import DrainView, budget_key
+from ansible_collections.lifecycle.machine.plugins.module_utils._drain.view import DrainView
 from ansible_collections.lifecycle.machine.plugins.module_utils._errors import MachineError
 from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.client import KubeApi
 from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.errors import ApiError
-from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.informer import FAILED, RELISTED
 from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.paths import BUDGETS, NAMESPACES, NODES, Permission, resource_path
-from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.watch import watch_until
 from ansible_collections.lifecycle.machine.plugins.module_utils._machine.api import get_node, node_path
 from ansible_collections.lifecycle.machine.plugins.module_utils._machine.flavour import OPENSHIFT_GROUP
 from ansible_collections.lifecycle.machine.plugins.module_utils._machine.nodes import is_node_unreachable, is_unschedulable
@@ -443,194 +438,6 @@ def drain_pass(
     )
     result.message = progress_message(started_at, result.plan, result.outcome.failures, result.outcome.gone)
     return result
-
-
-def wait_for_pods(api: KubeApi, node_name: str, resource_version: str | None, waiting_for: set[str], deadline: float) -> str:
-    """Wait, with a watch on the Node's Pods, until every Pod of ``waiting_for``
-    is gone or a new Pod is bound to the Node, or ``deadline`` (an instant of
-    the transport's clock, ``api.monotonic()``) passes.
-
-    Returns why it stopped: ``"gone"``, ``"added"``, ``"timeout"`` or
-    ``"resync"`` (the watch could not continue; the next pass re-lists).
-    """
-    if resource_version is None:
-        api.sleep(min(deadline - api.monotonic(), 1.0))
-        return "resync"
-    wait = PodWait(waiting_for)
-    stopped: list[str] = []
-
-    def see(event: dict) -> bool:
-        reason = wait.see(event)
-        if reason:
-            stopped.append(reason)
-        return reason is not None
-
-    try:
-        outcome = watch_until(
-            api, resource_path("v1", "pods"), on_event=see, deadline=deadline, resource_version=resource_version, field_selector=f"spec.nodeName={node_name}"
-        )
-    except ApiError:
-        # No permission to watch (RBAC can allow LIST alone): the passes still work, just polled.
-        api.sleep(max(0.0, deadline - api.monotonic()))
-        return "resync"
-    return stopped[0] if stopped else outcome
-
-
-# A watch of the drain is opened again this often, so that a stopped drain's watches end soon.
-NODE_WATCH_SECONDS = 30
-# How often a pause looks whether the run was cancelled.
-CANCEL_CHECK_SECONDS = 0.25
-
-
-class NodeWatch:
-    """Keeps a :class:`DrainView` current from three watches in background threads
-    (the Node, its Pods, every PodDisruptionBudget) and lets the drain sleep until
-    the view says to wake.
-
-    Started after the first pass, from what that pass listed. When a watch cannot
-    run (no permission to watch, say), ``failed`` is set and the drain falls back
-    to listing on every pass.
-
-    In a ``machine_delete`` task the budgets come from the task's one feed of the
-    cluster's budgets (``_k8s/cache.py``), which tells every drain's view of each
-    change, instead of a list and a watch of every budget per drain. Either way the
-    view is as fresh as a watch: the eviction API stays the authority on what a budget
-    allows (a stale allowance costs a refused eviction, retried; never an extra one).
-    """
-
-    def __init__(self, api: KubeApi, node_name: str, view: DrainView, *, deadline: float):
-        self.api = api
-        self.node_name = node_name
-        self.view = view
-        self.deadline = deadline
-        self._failed = False
-        self._cond = threading.Condition()
-        self._stopped = threading.Event()
-        self._threads: list[threading.Thread] = []
-        self._feed: Any = None  # the task's shared budget feed this view listens to, if any
-
-    @classmethod
-    def start(cls, api: KubeApi, drain: DrainPass, node_name: str, *, deadline: float) -> NodeWatch | None:
-        """Watch from what ``drain`` (a pass that listed) saw; None when the budgets cannot be listed."""
-        if drain.node is None or drain.resource_version is None:
-            return None
-        feed = api.cached_reader().informer(BUDGETS)
-        watch = cls(api, node_name, DrainView(drain.node, drain.pods, []), deadline=deadline)
-        budgets_version = None
-        # The view starts from the feed's budgets (told first, as a relist), then hears each change.
-        if feed is not None and feed.listen(watch._budget_change):
-            watch._feed = feed
-        else:
-            try:
-                budgets, budgets_version = api.list_with_version(BUDGETS)
-            except ApiError:
-                return None
-            watch.view = DrainView(drain.node, drain.pods, budgets)
-        pods_version = drain.resource_version
-        # resourceVersions are the store's revisions, shared by every resource: the Node is watched from the Pods' list.
-        watch._spawn("pods", resource_path("v1", "pods"), f"spec.nodeName={node_name}", pods_version, feed=watch.view.pod_event, relist=watch._relist_pods)
-        watch._spawn("nodes", NODES, f"metadata.name={node_name}", pods_version, feed=watch.view.node_event, relist=watch._relist_node)
-        if budgets_version:
-            watch._spawn("budgets", BUDGETS, None, budgets_version, feed=watch.view.budget_event, relist=watch._relist_budgets)
-        return watch
-
-    @property
-    def failed(self) -> bool:
-        """A watch of its own, or the task's budget feed it listens to, stopped."""
-        return self._failed or (self._feed is not None and self._feed.failed)
-
-    def _budget_change(self, kind: str, obj: Any) -> None:
-        """A change the task's budget feed tells (in its thread): the view notes it, and a pause it ends wakes."""
-        with self._cond:
-            if kind == FAILED:
-                self._cond.notify_all()
-                return
-            reason = self.view.replace_budgets(obj) if kind == RELISTED else self.view.budget_event(kind, obj)
-            if reason is not None:
-                self._cond.notify_all()
-
-    def _spawn(self, name: str, collection: str, field_selector: str | None, version: str | None, *, feed, relist) -> None:
-        def on_event(event: dict) -> bool:
-            with self._cond:
-                if feed(event["type"], event.get("object") or {}) is not None:
-                    self._cond.notify_all()
-            return self._stopped.is_set()
-
-        def run() -> None:
-            try:
-                watch_until(
-                    self.api,
-                    collection,
-                    on_event=on_event,
-                    deadline=self.deadline,
-                    resource_version=version,
-                    field_selector=field_selector,
-                    relist=relist,
-                    max_watch=NODE_WATCH_SECONDS,
-                )
-            except Exception:
-                with self._cond:
-                    self._failed = True
-                    self._cond.notify_all()
-
-        thread = threading.Thread(target=run, name=f"lifecycle-machine-drain-{name}", daemon=True)
-        self._threads.append(thread)
-        thread.start()
-
-    def _relist_pods(self) -> tuple[bool, str | None]:
-        pods, version = list_node_pods(self.api, self.node_name)
-        with self._cond:
-            if self.view.replace_pods(pods) is not None:
-                self._cond.notify_all()
-        return self._stopped.is_set(), version
-
-    def _relist_node(self) -> tuple[bool, str | None]:
-        nodes, version = self.api.list_with_version(NODES, field_selector=f"metadata.name={self.node_name}")
-        with self._cond:
-            reason = self.view.node_event("MODIFIED", nodes[0]) if nodes else self.view.node_event("DELETED", {})
-            if reason is not None:
-                self._cond.notify_all()
-        return self._stopped.is_set(), version
-
-    def snapshot(self) -> tuple[dict | None, list[dict], list[dict]]:
-        """(Node, its Pods, the budgets) as the watches last reported them."""
-        with self._cond:
-            return self.view.snapshot()
-
-    def _relist_budgets(self) -> tuple[bool, str | None]:
-        budgets, version = self.api.list_with_version(BUDGETS)
-        with self._cond:
-            if self.view.replace_budgets(budgets) is not None:
-                self._cond.notify_all()
-        return self._stopped.is_set(), version
-
-    def wait(self, drain: DrainPass, retry_budgets: set[str], end: float) -> str:
-        """Sleep until the view says to wake (``gone``, ``added``, ``budget``, ``node``) after
-        ``drain``, a watch fails (``resync``) or ``end`` (an instant of the transport's clock) passes (``timeout``)."""
-        clock = self.api.monotonic
-        # A pass that listed (the first) saw budgets older than the watch's: any allowance now is news.
-        seen_budgets = drain.budget_versions or dict.fromkeys(retry_budgets, "")
-        with self._cond:
-            self.view.expect(drain.waiting_for(), retry_budgets, seen_pods={pod_key(pod) for pod in drain.pods}, seen_budgets=seen_budgets)
-            # In short slices, so that a cancelled run (signal handler) is noticed at once.
-            while self.view.reason is None and not self.failed and not self.api.cancelled and clock() < end:
-                self._cond.wait(timeout=min(CANCEL_CHECK_SECONDS, max(0.0, end - clock())))
-            if self.view.reason is not None:
-                return self.view.reason
-            return "resync" if self.failed or self.api.cancelled else "timeout"
-
-    def stop(self) -> None:
-        """Let the watches end (each at its next event or within NODE_WATCH_SECONDS), and stop listening to the task's feed."""
-        self._stopped.set()
-        if self._feed is not None:
-            self._feed.unlisten(self._budget_change)
-
-
-def refused_budgets(drain: DrainPass, budgets: list[dict]) -> set[str]:
-    """``namespace/name`` of the budgets covering the Pods whose eviction a budget refused in this pass."""
-    refused = {key for message, keys in drain.outcome.failures.items() if message.startswith(PDB_MESSAGE) for key in keys}
-    pods = [pod for pod in drain.pods if pod_key(pod) in refused]
-    return {budget_key(budget) for pod in pods for budget in covering_budgets(pod, budgets)}
 
 
 class SkippedPods:

@@ -28,16 +28,13 @@ from typing import Any
 
 from ansible_collections.lifecycle.machine.plugins.module_utils._drain.api import (
     DrainPass,
-    NodeWatch,
     PodContext,
     check_permissions,
     drain_pass,
     get_node,
     load_drain_rules,
     read_control_plane_gate,
-    refused_budgets,
     set_unschedulable,
-    wait_for_pods,
 )
 from ansible_collections.lifecycle.machine.plugins.module_utils._drain.escalations import EVENT_REASON as ESCALATED_EVENT
 from ansible_collections.lifecycle.machine.plugins.module_utils._drain.escalations import event_message as escalation_event
@@ -46,6 +43,7 @@ from ansible_collections.lifecycle.machine.plugins.module_utils._drain.escalatio
     unknown_rule_names,
     unknown_rules_message,
 )
+from ansible_collections.lifecycle.machine.plugins.module_utils._drain.feed import NodeWatch, refused_budgets, wait_for_pods
 from ansible_collections.lifecycle.machine.plugins.module_utils._drain.gates import (
     CONTROL_PLANE_RETRY_SECONDS,
     control_plane_refusal_message,
