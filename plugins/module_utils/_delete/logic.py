@@ -20,8 +20,8 @@ from dataclasses import dataclass, field
 
 from ansible_collections.lifecycle.machine.plugins.module_utils._delete.metrics import OUTCOME_DONE, OUTCOME_FAILED, OUTCOME_WAITING
 from ansible_collections.lifecycle.machine.plugins.module_utils._delete.preflight import batch_findings, finding_line
-from ansible_collections.lifecycle.machine.plugins.module_utils._drain.escalations import Escalation, normalize_escalations
 from ansible_collections.lifecycle.machine.plugins.module_utils._drain.rules import normalize_rules
+from ansible_collections.lifecycle.machine.plugins.module_utils._drain.stall_policy import StallPolicy
 from ansible_collections.lifecycle.machine.plugins.module_utils._machine.blockers import MAX_BLOCKER_LINES, NEVER, blocker_lines, worst
 from ansible_collections.lifecycle.machine.plugins.module_utils._machine.controller import AUTO, DEFAULT_GRACE, SETTINGS
 from ansible_collections.lifecycle.machine.plugins.module_utils._options.logic import Bound, bound_errors, invalid_names, invalid_options, seconds
@@ -122,12 +122,8 @@ class DeleteRequest:
     # Who carries out each deletion: the Machine's live controller, or the collection (_machine/controller.py).
     machine_controller: str = AUTO
     controller_grace: int = DEFAULT_GRACE
-    # wait, or fail a Machine once a blocker can never clear as things stand (docs/stalls.md).
-    on_stall: str = "wait"
-    # What the user asked to be done instead of evicting, after a deadline (_drain/escalations.py).
-    escalations: Sequence[Escalation] = ()
-    # Fail a Machine whose drain made no progress for this many seconds, counted across calls in ``clock``; None: never.
-    stall_timeout: int | None = None
+    # on_stall, stall_timeout (its last progress carried in ``clock``, DRAIN_PROGRESS) and escalations (_drain/stall_policy.py).
+    stall: StallPolicy = field(default_factory=StallPolicy)
     # The Machines whose instance the user confirmed gone: their Node gets the out-of-service taint (_terminate/out_of_service.py).
     out_of_service: dict[str, OutOfService] = field(default_factory=dict)
 
@@ -156,9 +152,7 @@ class DeleteRequest:
             workload=workload,
             machine_controller=params.get("machine_controller") or AUTO,
             controller_grace=DEFAULT_GRACE if params.get("controller_grace") is None else params["controller_grace"],
-            on_stall=params.get("on_stall") or "wait",
-            escalations=normalize_escalations(params.get("escalations")),
-            stall_timeout=params.get("stall_timeout"),
+            stall=StallPolicy.from_params(params),
             out_of_service=normalize_out_of_service(params.get("out_of_service"), [machine_key(m) for m in params["machines"]]),
         )
 

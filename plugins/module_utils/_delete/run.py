@@ -11,7 +11,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 from ansible_collections.lifecycle.machine.plugins.module_utils._delete.api import read_batch
-from ansible_collections.lifecycle.machine.plugins.module_utils._delete.followed import ON_STALL_LOOK, judge_reported_budgets, never_message
+from ansible_collections.lifecycle.machine.plugins.module_utils._delete.followed import judge_reported_budgets
 from ansible_collections.lifecycle.machine.plugins.module_utils._delete.logic import (
     AWAITING_INSTANCE,
     DONE,
@@ -34,10 +34,9 @@ from ansible_collections.lifecycle.machine.plugins.module_utils._delete.logic im
     start_phase,
     terminate_summary,
 )
-from ansible_collections.lifecycle.machine.plugins.module_utils._drain.api import check_permissions
-from ansible_collections.lifecycle.machine.plugins.module_utils._drain.escalations import rule_names_wanted
+from ansible_collections.lifecycle.machine.plugins.module_utils._drain.api import check_permissions, rules_for_escalations
 from ansible_collections.lifecycle.machine.plugins.module_utils._drain.request import DrainRequest
-from ansible_collections.lifecycle.machine.plugins.module_utils._drain.run import DrainRun, check_escalation_rules
+from ansible_collections.lifecycle.machine.plugins.module_utils._drain.run import DrainRun
 from ansible_collections.lifecycle.machine.plugins.module_utils._errors import MachineError
 from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.client import KubeApi
 from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.errors import ApiError, Cancelled
@@ -159,9 +158,9 @@ class MachineDeletion:
         reason = node_steps_skip_reason(self.api, machine, flavour, self.feeds)
         if reason is None or (reason == NO_NODE_REF and flavour.provider_id(machine)):
             check_node_side(self.api, machine, self.request.workload)
-        if reason is None and self.request.escalations and flavour.node_name(machine):
+        if reason is None and self.request.stall.escalations and flavour.node_name(machine):
             # What the escalations need where the Node's Pods are (plain Pod deletion), before the Machine is marked.
-            check_permissions(node_api(self.api, machine, self.request.workload, flavour), self.request.escalations)
+            check_permissions(node_api(self.api, machine, self.request.workload, flavour), self.request.stall.escalations)
 
     def waiting_for_cluster(self, phase: str, timeout: int, result: dict, message: str, final: bool) -> bool:
         """A phase stopped because the Machine's workload cluster did not answer: while
@@ -317,8 +316,8 @@ class MachineDeletion:
             timeout = request.drain_timeout if phase == DRAIN else request.terminate_timeout
             end, final = self.phase_end(phase, timeout)
             scope.ends[phase] = end
-            # With on_stall: fail the drain is looked at every ON_STALL_LOOK seconds for what can never clear.
-            look = min(end, self.api.monotonic() + ON_STALL_LOOK) if request.on_stall == "fail" and phase == DRAIN else end
+            # With on_stall: fail the drain is looked at every now and then for what can never clear.
+            look = request.stall.look_until(end, self.api.monotonic()) if phase == DRAIN else end
             machine, progress, done = follow_controller(self.api, machine, flavour, phase, look)
             scope.seen(machine)
             if done:
@@ -331,9 +330,9 @@ class MachineDeletion:
                 found = controller_blockers(flavour, machine, progress, manager=actor.manager, reported_at=seen_at, now=utc_now(), drain_report=report)
                 found = self.judged(found, machine, flavour)
                 outcome.followed_blockers = as_dicts(found)
-                never = never_message(found, f"its controller ({actor.manager})" if actor.manager else "its controller")
-                if never is not None and request.on_stall == "fail":
-                    raise MachineError(never)
+                stop = request.stall.stop_following(found, f"its controller ({actor.manager})" if actor.manager else "its controller")
+                if stop is not None:
+                    raise MachineError(stop)
             if self.api.monotonic() < end:
                 continue  # looked at before the phase's end (on_stall: fail): follow on
             if final and budget_left(self.clock, self.key, phase, timeout, time.time()) <= 0:
@@ -369,11 +368,8 @@ class MachineDeletion:
             grace_period=request.grace_period,
             check_mode=request.check_mode,
             workload=request.workload,
-            on_stall=request.on_stall,
-            escalations=request.escalations,
-            stall_timeout=request.stall_timeout,
             # stall_timeout counts across calls and rounds: from the last progress an earlier one saw.
-            progress_since=(self.clock.get(self.key) or {}).get(DRAIN_PROGRESS),
+            stall=request.stall.resumed((self.clock.get(self.key) or {}).get(DRAIN_PROGRESS)),
         )
         try:
             # The phase's end is the drain's deadline, given where its KubeApi is made.
@@ -383,7 +379,7 @@ class MachineDeletion:
             finally:
                 scope.seen(run.machine)  # the Machine as the drain last saw or wrote it
                 self.preview = run.report.preview
-                if run.stall.since is not None and request.stall_timeout is not None and not request.check_mode:
+                if run.stall.summary() is not None and not request.check_mode:
                     self.clock.setdefault(self.key, {})[DRAIN_PROGRESS] = run.stall.since
         except MachineError as exc:
             outcome.drain = drain_summary(exc.result)
@@ -464,8 +460,7 @@ def delete_machines(api: KubeApi, request: DeleteRequest) -> dict:
     for namespace in sorted({machine["namespace"] for machine in request.machines}):
         require_namespace(api, namespace)  # so does a mistyped namespace, which would report its Machines done
         # An escalation naming a MachineDrainRule none of the namespace's rules is fails the task before any Machine is touched.
-        if rule_names_wanted(request.escalations):
-            check_escalation_rules(api, request.escalations, list(request.rules), request.use_cluster_rules, namespace)
+        rules_for_escalations(api, request.stall.escalations, list(request.rules), request.use_cluster_rules, namespace)
     # One clock for the task: the transport's (each Machine's fork shares it).
     started = api.monotonic()
     slice_end = started + request.progress_interval if request.progress_interval and not request.check_mode else None

@@ -26,10 +26,16 @@ from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 
 from ansible_collections.lifecycle.machine.plugins.module_utils._drain.budgets import budget_groups, dry_run_allowance, ready
-from ansible_collections.lifecycle.machine.plugins.module_utils._drain.escalations import Escalation, escalation_for, permission_message, permissions_needed
+from ansible_collections.lifecycle.machine.plugins.module_utils._drain.escalations import (
+    Escalation,
+    check_rule_names,
+    escalation_for,
+    permission_message,
+    permissions_needed,
+    rule_names_wanted,
+)
 from ansible_collections.lifecycle.machine.plugins.module_utils._drain.evictions import eviction_failure_message
 from ansible_collections.lifecycle.machine.plugins.module_utils._drain.feed import NodeWatch
-from ansible_collections.lifecycle.machine.plugins.module_utils._drain.gates import cordoned_control_plane_nodes, is_control_plane_node, node_machine
 from ansible_collections.lifecycle.machine.plugins.module_utils._drain.logic import (
     UNREACHABLE_GRACE_PERIOD_SECONDS,
     classify_pods,
@@ -44,9 +50,8 @@ from ansible_collections.lifecycle.machine.plugins.module_utils._drain.view impo
 from ansible_collections.lifecycle.machine.plugins.module_utils._errors import MachineError
 from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.client import KubeApi
 from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.errors import ApiError
-from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.paths import BUDGETS, NAMESPACES, NODES, Permission, resource_path
+from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.paths import BUDGETS, NAMESPACES, Permission, resource_path
 from ansible_collections.lifecycle.machine.plugins.module_utils._machine.api import get_node, node_path
-from ansible_collections.lifecycle.machine.plugins.module_utils._machine.flavour import OPENSHIFT_GROUP
 from ansible_collections.lifecycle.machine.plugins.module_utils._machine.nodes import is_node_unreachable, is_unschedulable
 
 CAPI_GROUP = "cluster.x-k8s.io"
@@ -77,29 +82,6 @@ def set_unschedulable(api: KubeApi, node: dict, unschedulable: bool) -> tuple[di
     return patched, True
 
 
-def read_control_plane_gate(api: KubeApi, node_name: str) -> tuple[dict | None, list[dict], set[str]]:
-    """What OpenShift's rule for control-plane Nodes (``gates.cordoned_control_plane_nodes``) looks
-    at, through ``api`` (an OpenShift Machine's cluster holds both its Nodes and Machines): the Node,
-    the cordoned control-plane Nodes that keep it from being drained now, and, of the Machines their
-    nodelink annotation names, those being deleted (one GET each, for the verdict; one that cannot
-    be read counts as not being deleted). A Node that is gone, already cordoned or no
-    control-plane Node costs one GET and no list."""
-    node = get_node(api, node_name)
-    if node is None or is_unschedulable(node) or not is_control_plane_node(node):
-        return node, [], set()
-    others = cordoned_control_plane_nodes(node, api.list(NODES))
-    deleting = set()
-    for machine in {node_machine(other) for other in others} - {None}:
-        namespace, name = machine.split("/")
-        try:
-            found = api.get(resource_path(f"{OPENSHIFT_GROUP}/v1beta1", "machines", namespace, name))
-        except ApiError:
-            found = None
-        if found is not None and (found.get("metadata") or {}).get("deletionTimestamp"):
-            deleting.add(machine)
-    return node, others, deleting
-
-
 def list_node_pods(api: KubeApi, node_name: str) -> tuple[list[dict], str | None]:
     """Every Pod bound to the Node (all pages) and the list's resourceVersion, to watch from."""
     return api.list_with_version(resource_path("v1", "pods"), field_selector=f"spec.nodeName={node_name}")
@@ -125,6 +107,19 @@ def load_drain_rules(api: KubeApi, namespace: str | None, inline: Sequence[dict]
     same Pods as skipped. Raises DrainRuleError naming an invalid rule."""
     served = served_drain_rules(api, namespace) if use_cluster_rules and namespace else []
     return merge_rules(inline or (), served, namespace)  # inline rules validated once, by the request
+
+
+def rules_for_escalations(
+    api: KubeApi, escalations: Sequence[Escalation], inline: Sequence[dict], use_cluster_rules: bool, namespace: str | None
+) -> list[dict] | None:
+    """The MachineDrainRules a drain in ``namespace`` takes, read once before anything is touched and checked
+    against the escalations naming rules (``escalations.check_rule_names``: MachineError when one names none of
+    them); None (nothing read) when no escalation names a rule."""
+    if not rule_names_wanted(escalations):
+        return None
+    rules = load_drain_rules(api, namespace, inline, use_cluster_rules)
+    check_rule_names(escalations, rules, use_cluster_rules=use_cluster_rules, namespace=namespace)
+    return rules
 
 
 class PodContext:

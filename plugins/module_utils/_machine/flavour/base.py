@@ -136,6 +136,8 @@ class Flavour:
     split_clusters = False
     # The Event the flavour's drain controller records when it writes the drain as skipped (type, reason, message).
     drain_skipped_event: tuple[str, str, str] | None = None
+    # Whether the flavour's drain controller writes the drain as skipped for a Machine without a Node too.
+    drain_skipped_without_node = False
     # The Events the flavour's drain controller records each time it refuses to drain a control-plane Node
     # while another control-plane Node is cordoned (type, reason, message), in order; empty: the flavour
     # drains control-plane Nodes side by side (_drain/gates.py, docs/behaviour.md row O3).

@@ -54,6 +54,7 @@ class OpenShiftFlavour(Flavour):
     exclude_volume_wait_annotation = None
     points = (PRE_DRAIN, PRE_TERMINATE, PRE_CREATE)
     drain_skipped_event = ("Normal", "DrainSkipped", "Node drain skipped")
+    drain_skipped_without_node = True
     # drain_controller.go, Reconcile and isDrainAllowed: DrainProceeds, then the refusal as a requeue after 20 s.
     control_plane_drain_refused_events = (
         ("Normal", "DrainProceeds", "Node drain proceeds"),
