@@ -192,6 +192,7 @@ class FakeKube:
     # The store is one cluster: a Cluster API Machine's workload cluster is the store itself
     # (a self-hosted cluster). Reading the kubeconfig Secret is proven against the real API server.
     label = ""
+    # The API server's URL, for messages (the transport's ``server``).
     server = ""
 
     def other_cluster(self, key: str, make: Callable[[], Any], *, label: str) -> FakeKube:

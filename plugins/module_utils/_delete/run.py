@@ -67,7 +67,7 @@ from ansible_collections.lifecycle.machine.plugins.module_utils._machine.control
     who_deletes,
 )
 from ansible_collections.lifecycle.machine.plugins.module_utils._machine.feed import MachineFeeds
-from ansible_collections.lifecycle.machine.plugins.module_utils._machine.flavour import OPENSHIFT, PRE_DRAIN, Flavour, flavour_for
+from ansible_collections.lifecycle.machine.plugins.module_utils._machine.flavour import PRE_DRAIN, Flavour, flavour_for
 from ansible_collections.lifecycle.machine.plugins.module_utils._machine.scope import MachineScope
 from ansible_collections.lifecycle.machine.plugins.module_utils._machine.waits import actor_of, follow_controller, read_drain_report, read_refused_pods
 from ansible_collections.lifecycle.machine.plugins.module_utils._mark.run import mark
@@ -325,8 +325,8 @@ class MachineDeletion:
             if machine is not None:
                 seen_at = reported_at(flavour.all_conditions(machine), ("Deleting", "Drainable", "Drained", "Terminable"))
                 # OpenShift names the Pods its drain could not evict only in an Event: read while it drains.
-                draining = flavour.name == OPENSHIFT and phase == DRAIN and not progress.get("drained") and not flavour.hooks(machine).get(PRE_DRAIN)
-                report = read_drain_report(self.api, machine) if draining else None
+                draining = flavour.drain_report_event and phase == DRAIN and not progress.get("drained") and not flavour.hooks(machine).get(PRE_DRAIN)
+                report = read_drain_report(self.api, machine, flavour.drain_report_event) if draining else None
                 found = controller_blockers(flavour, machine, progress, manager=actor.manager, reported_at=seen_at, now=utc_now(), drain_report=report)
                 found = self.judged(found, machine, flavour)
                 outcome.followed_blockers = as_dicts(found)

@@ -79,7 +79,6 @@ from ansible_collections.lifecycle.machine.plugins.module_utils._machine.conditi
 from ansible_collections.lifecycle.machine.plugins.module_utils._machine.controller import ABSENT
 from ansible_collections.lifecycle.machine.plugins.module_utils._machine.deletion import node_work_over, object_state
 from ansible_collections.lifecycle.machine.plugins.module_utils._machine.flavour import (
-    CAPI_GROUP,
     PRE_DRAIN,
     Flavour,
     Hook,
@@ -178,7 +177,7 @@ class DrainGate:
         if reason or not self.recorder.deleting:
             return reason
         over = node_work_over(self.flavour, self.machine, None)
-        if over is None and self.flavour.group == CAPI_GROUP:  # a recorded time or no reference settles it without a read
+        if over is None and self.flavour.capi_node_rules:  # a recorded time or no reference settles it without a read
             over = node_work_over(self.flavour, self.machine, object_state(self.infrastructure()))
         return f"Machine {machine_label(self.machine)}: {over}" if over else None
 

@@ -274,8 +274,8 @@ def merge_patch(target: dict, patch: dict, *, keep_null: bool = False) -> None:
 def get_cluster(api: KubeApi, machine: dict, flavour: Flavour, view: CachedMachines | None = None) -> dict | None:
     """The Cluster API Cluster of a Machine (same API version); None for OpenShift or when absent.
     ``view``: the task's watch-fed feeds (``_machine/feed.py``), asked first."""
-    name = flavour.cluster_name(machine)
-    if flavour.group != CAPI_GROUP or not name:
+    name = flavour.cluster_name(machine)  # none for a flavour without Clusters (OpenShift)
+    if not name:
         return None
     if view is not None:
         known, cluster = view.cluster(machine["apiVersion"], machine["metadata"]["namespace"], name)
@@ -292,11 +292,11 @@ def node_steps_skip_reason(api: KubeApi, machine: dict, flavour: Flavour, view: 
     being deleted, no nodeRef (:func:`find_node_ref` looks for the Node by
     providerID first), the control plane object being deleted, or no active
     control-plane Machine left in the Cluster, unless its control plane is
-    externally managed. OpenShift Machines never skip. ``view``: the task's
+    externally managed. Only a flavour with Cluster API's Node rules skips (``Flavour.capi_node_rules``). ``view``: the task's
     watch-fed Clusters and control-plane Machines (``_machine/feed.py``), asked
     first, as the controller asks its cache.
     """
-    if flavour.group != CAPI_GROUP:
+    if not flavour.capi_node_rules:
         return None
     cluster_name = flavour.cluster_name(machine)
     namespace = machine["metadata"]["namespace"]
@@ -345,7 +345,7 @@ def find_node_ref(api: KubeApi, machine: dict, flavour: Flavour, node_side: Call
     every later step and run sees it). Returns the Machine as it is then;
     unchanged when the Cluster is being deleted, no providerID is known, or
     not exactly one Node carries it."""
-    if flavour.group != CAPI_GROUP or not is_deleting(machine) or flavour.node_name(machine):
+    if not flavour.capi_node_rules or not is_deleting(machine) or flavour.node_name(machine):
         return machine
     cluster = get_cluster(api, machine, flavour)
     if cluster is None or cluster["metadata"].get("deletionTimestamp"):

@@ -33,7 +33,6 @@ from ansible_collections.lifecycle.machine.plugins.module_utils._machine.control
     who_deletes,
 )
 from ansible_collections.lifecycle.machine.plugins.module_utils._machine.flavour import Flavour, flavour_for, is_deleting, machine_label
-from ansible_collections.lifecycle.machine.plugins.module_utils._machine.flavour.openshift import DRAIN_REQUEUED
 from ansible_collections.lifecycle.machine.plugins.module_utils._machine.liveness import (
     FAILED,
     FORBIDDEN,
@@ -72,7 +71,7 @@ def controller_lease(api: KubeApi, machine: dict) -> LeaseReading:
     ref = default_lease(machine)
     if ref is None:
         return LeaseReading(None, NO_LEASE)
-    key = (str(getattr(api, "server", "") or ""), ref)
+    key = (api.server, ref)
     with _leases_lock:
         lock = _lease_locks.setdefault(key, threading.Lock())
     with lock:
@@ -233,16 +232,17 @@ def read_refused_pods(node_side: Callable[[], KubeApi], node_name: str | None, k
     return pods, budgets, None
 
 
-def read_drain_report(api: KubeApi, machine: dict) -> str | None:
-    """The message of the newest ``DrainRequeued`` Event OpenShift's machine controller recorded on ``machine``
-    (this Machine: matched by its UID), the only place it names each Pod its drain could not evict; None when
-    there is none, or the Events cannot be read (no permission: the controller's blocker then stands alone)."""
+def read_drain_report(api: KubeApi, machine: dict, reason: str) -> str | None:
+    """The message of the newest Event of ``reason`` (the flavour's ``drain_report_event``: OpenShift's
+    ``DrainRequeued``) the machine controller recorded on ``machine`` (this Machine: matched by its UID), the only
+    place it names each Pod its drain could not evict; None when there is none, or the Events cannot be read (no
+    permission: the controller's blocker then stands alone)."""
     meta = machine.get("metadata") or {}
     uid, namespace = meta.get("uid"), meta.get("namespace")
     if not uid or not namespace:
         return None
     try:
-        events = api.list(resource_path("v1", "events", namespace), field_selector=f"involvedObject.uid={uid},reason={DRAIN_REQUEUED}")
+        events = api.list(resource_path("v1", "events", namespace), field_selector=f"involvedObject.uid={uid},reason={reason}")
     except ApiError:
         return None
     if not events:

@@ -28,7 +28,7 @@ from ansible_collections.lifecycle.machine.plugins.module_utils._machine.api imp
     wait_for_machine,
 )
 from ansible_collections.lifecycle.machine.plugins.module_utils._machine.deletion import ObjectState
-from ansible_collections.lifecycle.machine.plugins.module_utils._machine.flavour import CAPI_GROUP, PRE_TERMINATE, flavour_for, machine_label
+from ansible_collections.lifecycle.machine.plugins.module_utils._machine.flavour import PRE_TERMINATE, flavour_for, machine_label
 from ansible_collections.lifecycle.machine.plugins.module_utils._machine.scope import CachedMachines, MachineScope
 from ansible_collections.lifecycle.machine.plugins.module_utils._machine.waits import followed_deletion
 from ansible_collections.lifecycle.machine.plugins.module_utils._terminate import api as terminate_api
@@ -108,7 +108,7 @@ class Termination:
         self.writes: dict[tuple, int] = {}
         # Cluster API Machines: what one reconcile of the controller changes goes in one status write
         # (docs/behaviour.md §2); the volume wait's start waits here for the stages written with it.
-        self.together = self.flavour.group == CAPI_GROUP and not request.check_mode
+        self.together = self.flavour.writes_stages_together and not request.check_mode
         self.volume_start: Any = None
 
     def node_api(self) -> KubeApi:
