@@ -841,3 +841,40 @@ def test_rule_j_catches_a_flavour_name_compared(source) -> None:
 def test_rule_j_lets_the_flavour_adapters_and_questions_to_the_flavour_be() -> None:
     assert flavour_comparisons(FLAVOUR_DIR / "__init__.py", "if group == OPENSHIFT_GROUP:\n    pass") == []
     assert flavour_comparisons(LOGIC, "if flavour.capi_node_rules and step.name == STEP_NODE:\n    pass\nVERSIONS = ((OPENSHIFT_GROUP, ('v1beta1',)),)") == []
+
+
+# -- rule (k): sizes ---------------------------------------------------------------------------
+
+MAX_CLASS_LINES = 250
+MAX_CLIENT_LINES = 500
+
+
+def long_classes(path: Path, source: str | None = None) -> list[str]:
+    """Rule (k) for one file under plugins/."""
+    tree = ast.parse(path.read_text() if source is None else source, str(path))
+    return [
+        f"[rule k] {where(path, node.lineno)}: class {node.name} is {node.end_lineno - node.lineno + 1} lines (at most {MAX_CLASS_LINES}) - "
+        "it holds more than one concern: give each concern it calls a room of its own (a class or a file) and let it call them."
+        for node in ast.walk(tree)
+        if isinstance(node, ast.ClassDef) and node.end_lineno - node.lineno + 1 > MAX_CLASS_LINES
+    ]
+
+
+def test_no_class_is_over_its_size() -> None:
+    errors = [error for path in python_files(PLUGINS) for error in long_classes(path)]
+    if errors:
+        pytest.fail(report(errors), pytrace=False)
+
+
+def test_rule_k_catches_a_long_class() -> None:
+    source = "class Big:\n" + "    x = 1\n" * MAX_CLASS_LINES
+    (error,) = long_classes(LOGIC, source)
+    assert error.startswith(f"[rule k] plugins/module_utils/_drain/logic.py:1: class Big is {MAX_CLASS_LINES + 1} lines")
+    assert long_classes(LOGIC, "class Small:\n" + "    x = 1\n" * (MAX_CLASS_LINES - 1)) == []
+
+
+def test_the_transport_client_stays_under_its_size() -> None:
+    lines = len((MODULE_UTILS / TRANSPORT / "client.py").read_text().splitlines())
+    assert lines < MAX_CLIENT_LINES, (
+        f"[rule k] plugins/module_utils/_k8s/client.py is {lines} lines (under {MAX_CLIENT_LINES}): move a concern of KubeApi into a file of its own in _k8s/"
+    )

@@ -409,22 +409,19 @@ class DrainRun:
         self.progress = MachineProgress(None)
         self.gate: DrainGate | None = None
         self.passes: DrainPasses | None = None
-        self._node_api: KubeApi | None = None
+        # Where the Node is: the task's own cluster for a Node given by name or an OpenShift Machine; a Cluster
+        # API Machine's workload cluster, connected the first time the Node is needed (a Machine without a Node needs none).
+        self.node_side = workload.NodeSide(api, lambda: self.machine, request.workload, lambda: self.recorder.flavour)
         # When the drain last made progress (wall clock, epoch seconds), for stall_timeout (docs/stalls.md).
         self.stall = request.stall.clock()
 
     def node_api(self) -> KubeApi:
-        """Where the Node is: the task's own cluster for a Node given by name or an
-        OpenShift Machine; a Cluster API Machine's workload cluster, connected the
-        first time the Node is needed (a Machine without a Node needs none)."""
-        if self._node_api is None:
-            machine = self.machine
-            try:
-                self._node_api = self.api if machine is None else workload.node_api(self.api, machine, self.request.workload, self.recorder.flavour)
-            except MachineError as exc:  # no way to the workload cluster: the Machine says so, nothing is touched
-                self.progress.failed(self.report.node_name, exc.msg)
-                raise self.fail(exc.msg) from None
-        return self._node_api
+        """The connection to the Node (``node_side``); no way to the workload cluster: the Machine says so, nothing is touched."""
+        try:
+            return self.node_side()
+        except MachineError as exc:
+            self.progress.failed(self.report.node_name, exc.msg)
+            raise self.fail(exc.msg) from None
 
     # -- the result ----------------------------------------------------------
     @property
@@ -439,7 +436,7 @@ class DrainRun:
             completed,
             message,
             elapsed=self.api.monotonic() - self.started,
-            api_requests=self.api.request_count + (self._node_api.request_count if self._node_api not in (None, self.api) else 0),
+            api_requests=self.api.request_count + (self.node_side.made.request_count if self.node_side.made not in (None, self.api) else 0),
             machine=machine_summary(recorder.machine, recorder.flavour) if recorder is not None else None,
             machine_changed=recorder is not None and recorder.changed,
             **extra,

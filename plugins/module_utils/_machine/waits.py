@@ -20,6 +20,7 @@ from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.client impo
 from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.errors import ApiError
 from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.paths import BUDGETS, resource_path
 from ansible_collections.lifecycle.machine.plugins.module_utils._machine.api import wait_for_machine
+from ansible_collections.lifecycle.machine.plugins.module_utils._machine.blockers import Blocker, controller_blockers, reported_at
 from ansible_collections.lifecycle.machine.plugins.module_utils._machine.controller import (
     ABSENT,
     COLLECTION,
@@ -32,7 +33,7 @@ from ansible_collections.lifecycle.machine.plugins.module_utils._machine.control
     timeout_message,
     who_deletes,
 )
-from ansible_collections.lifecycle.machine.plugins.module_utils._machine.flavour import Flavour, flavour_for, is_deleting, machine_label
+from ansible_collections.lifecycle.machine.plugins.module_utils._machine.flavour import PRE_DRAIN, Flavour, flavour_for, is_deleting, machine_label
 from ansible_collections.lifecycle.machine.plugins.module_utils._machine.liveness import (
     FAILED,
     FORBIDDEN,
@@ -45,6 +46,7 @@ from ansible_collections.lifecycle.machine.plugins.module_utils._machine.livenes
     lease_actor,
     with_lease_note,
 )
+from ansible_collections.lifecycle.machine.plugins.module_utils._timeutil import now
 
 # Seconds one read of a controller's Lease serves: the Machines of a task decided together share it.
 LEASE_REUSE = 10.0
@@ -192,6 +194,19 @@ def followed_deletion(
     if not done and wait:
         raise MachineError(f"Machine {machine_label(machine)}: {timeout_message(actor, progress, int(wait_timeout))}", timed_out=True, **result)
     return result
+
+
+def followed_blockers(
+    api: KubeApi, machine: dict, flavour: Flavour, progress: dict, actor: Actor, *, draining: bool, judge: Callable[[list[Blocker]], list[Blocker]]
+) -> list[Blocker]:
+    """What holds a deletion ``actor`` (a live controller) carries out, as it reports it (``blockers.controller_blockers``):
+    while it drains, the Pods its drain could not evict, read from the flavour's drain report Event where it names
+    them only there (OpenShift's ``DrainRequeued``); the budget refusals it reports judged by ``judge`` (the caller's
+    rules: ``_delete/followed.py``)."""
+    seen_at = reported_at(flavour.all_conditions(machine), ("Deleting", "Drainable", "Drained", "Terminable"))
+    reading = flavour.drain_report_event and draining and not progress.get("drained") and not flavour.hooks(machine).get(PRE_DRAIN)
+    report = read_drain_report(api, machine, flavour.drain_report_event) if reading else None
+    return judge(controller_blockers(flavour, machine, progress, manager=actor.manager, reported_at=seen_at, now=now(), drain_report=report))
 
 
 def read_refused_pods(node_side: Callable[[], KubeApi], node_name: str | None, keys: list[str]) -> tuple[dict[str, dict | None], list[dict] | None, str | None]:

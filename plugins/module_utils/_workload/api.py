@@ -13,6 +13,7 @@ deadline; its errors name the workload cluster.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from ansible_collections.lifecycle.machine.plugins.module_utils._errors import MachineError
@@ -79,6 +80,21 @@ def node_api(api: KubeApi, machine: dict, settings: WorkloadSettings, flavour: F
         return _client(api, machine, namespace, cluster, entry), _renewal(api, machine, namespace, cluster, entry)
 
     return api.other_cluster(cluster_key(namespace, cluster, entry), make, label=label)
+
+
+class NodeSide:
+    """The connection to a Machine's Node (:func:`node_api`), made the first time the Node is needed and kept;
+    ``machine()`` gives the Machine (None: a Node given by name, on ``api`` itself)."""
+
+    def __init__(self, api: KubeApi, machine: Callable[[], dict | None], settings: WorkloadSettings, flavour: Callable[[], Flavour | None]):
+        self.api, self.machine, self.settings, self.flavour = api, machine, settings, flavour
+        self.made: KubeApi | None = None
+
+    def __call__(self) -> KubeApi:
+        if self.made is None:
+            machine = self.machine()
+            self.made = self.api if machine is None else node_api(self.api, machine, self.settings, self.flavour())
+        return self.made
 
 
 def _client(api: KubeApi, machine: dict, namespace: str, cluster: str, entry: WorkloadEntry) -> Any:
