@@ -4,6 +4,8 @@ the real API server (tests/integration/test_delete_machine.py)."""
 
 from __future__ import annotations
 
+import threading
+
 from fake_kube import FakeKube
 
 from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.informer import Informer, newer, version_of
@@ -62,3 +64,72 @@ def test_a_relist_shows_the_listed_machines_and_marks_the_missing_ones_gone() ->
     assert not done and version is not None
     assert fed._seen["m-2"][1]["metadata"]["uid"] == "u-2"
     assert fed._seen["m-1"] == (int(version), None)
+
+
+# -- an informer started from a list already read (the drain's NodeWatch) ------------------------
+
+PODS = "/api/v1/pods"
+
+
+class Streaming(FakeKube):
+    """A stand-in whose watches run in the informer's thread (each replays the store's changes, then ends);
+    a watch waits until the test lets it go (``go``), so that a listener is in place first."""
+
+    background_watches = True
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.go = threading.Event()
+        self.on_request = lambda _method, path: self.go.wait(5) if path.endswith("?watch") else None
+
+
+def pod(name: str, node: str = "n1") -> dict:
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": "shop"}, "spec": {"nodeName": node}}
+
+
+def test_an_informer_started_from_a_list_lists_nothing_and_hears_what_came_after() -> None:
+    fake = Streaming()
+    fake.put("/api/v1/namespaces/shop/pods/web-0", pod("web-0"))
+    items, version = fake.list_with_version(PODS, field_selector="spec.nodeName=n1")
+    fake.put("/api/v1/namespaces/shop/pods/web-1", pod("web-1"))
+    fake.put("/api/v1/namespaces/shop/pods/other", pod("other", node="n2"))
+    before = len(fake.requests)
+    informer = Informer(fake, PODS, "v1", "Pod", every_namespace=True, field_selector="spec.nodeName=n1", until=fake.monotonic() + 5)
+    heard: list[tuple[str, object]] = []
+    assert informer.start_from(items, version)
+    assert informer.listen(lambda kind, obj: heard.append((kind, obj)))
+    fake.go.set()
+    informer._thread.join(10)
+    assert ("GET", PODS) not in fake.requests[before:], "started from the caller's list: no LIST of its own"
+    assert (("GET", f"{PODS}?watch")) in fake.requests[before:], "watched from the list's version"
+    assert sorted(informer._seen) == ["shop/web-0", "shop/web-1"]
+    assert [(kind, [p["metadata"]["name"] for p in obj] if kind == "RELISTED" else obj["metadata"]["name"]) for kind, obj in heard] == [
+        ("RELISTED", ["web-0"]),
+        ("ADDED", "web-1"),
+    ]
+    assert not informer.failed, "its time ended (until): not a failure"
+    assert not Informer(fake, PODS, "v1", "Pod").start_from(items, None), "without a version there is nothing to watch from"
+
+
+def test_a_failed_watch_tells_its_listeners() -> None:
+    fake = Streaming()
+    fake.fail("GET", f"{PODS}?watch", FakeKube.error(403, "pods is forbidden"))
+    informer = Informer(fake, PODS, "v1", "Pod", every_namespace=True, until=fake.monotonic() + 5)
+    heard: list[str] = []
+    informer.start_from([], "1")
+    informer.listen(lambda kind, _obj: heard.append(kind))
+    fake.go.set()
+    informer._thread.join(10)
+    assert informer.failed and not informer.ready()
+    assert heard == ["RELISTED", "FAILED"]
+
+
+def test_an_informer_that_cannot_tell_reads_the_object_at_its_path() -> None:
+    fake = FakeKube()
+    fake.put("/api/v1/namespaces/shop/pods/web-0", pod("web-0"))
+    known = {**pod("web-0"), "metadata": {"name": "web-0", "namespace": "shop", "resourceVersion": "1", "uid": "uid-1"}}
+    informer = Informer(fake, PODS, "v1", "Pod", every_namespace=True)
+    assert informer.path_of(known) == "/api/v1/namespaces/shop/pods/web-0"
+    assert informer.read(known)["metadata"]["name"] == "web-0"
+    assert fake.requests == [("GET", "/api/v1/namespaces/shop/pods/web-0")]
+    assert Informer(fake, COLLECTION, API, "Machine").path_of(machine()) == f"{COLLECTION}/m-1"
