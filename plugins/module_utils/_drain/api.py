@@ -51,7 +51,7 @@ from ansible_collections.lifecycle.machine.plugins.module_utils._errors import M
 from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.client import KubeApi
 from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.errors import ApiError
 from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.paths import BUDGETS, NAMESPACES, Permission, resource_path
-from ansible_collections.lifecycle.machine.plugins.module_utils._machine.api import get_node, node_path
+from ansible_collections.lifecycle.machine.plugins.module_utils._machine.api import node_path
 from ansible_collections.lifecycle.machine.plugins.module_utils._machine.nodes import is_node_unreachable, is_unschedulable
 
 CAPI_GROUP = "cluster.x-k8s.io"
@@ -386,9 +386,9 @@ def drain_pass(
         node, pods, watched_budgets = observed.snapshot()
         budget_versions = DrainView(None, [], watched_budgets).budget_versions()
     else:
-        # A GET, never the run's cache of Nodes: the cordon below is an unguarded merge
+        # Live, never the run's cache of Nodes: the cordon below is an unguarded merge
         # patch decided from this read, so it takes the server's word, not a watch's copy.
-        node, pods, watched_budgets = get_node(api, node_name), None, None
+        node, pods, watched_budgets = api.live_reader().get(node_path(node_name)), None, None
     if node is None:
         return DrainPass(node=None)
     result = DrainPass(node=node, unreachable=is_node_unreachable(node))

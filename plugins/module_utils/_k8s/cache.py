@@ -174,6 +174,13 @@ class Reader:
         cached = self.items(collection, kind)
         return cached if cached is not None else self.api.list(collection)
 
+    def get(self, path: str, kind: str | None = None) -> dict | None:
+        """The object at ``path``: the cache's copy when it shows one; else (no cache, the cache does not show it:
+        its silence is not the server's word, rule 2) a GET."""
+        found = self.informer(path.rpartition("/")[0], kind)
+        known, obj = found.get(path.rpartition("/")[2]) if found is not None else (False, None)
+        return obj if known and obj is not None else self.api.get(path)
+
     def follow(self, path: str, kind: str) -> CachedObject:
         """One object (of ``kind``, at ``path``) looked at again and again: see :class:`CachedObject`."""
         return CachedObject(self, path, kind)

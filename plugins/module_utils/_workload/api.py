@@ -143,9 +143,9 @@ def check_node_side(api: KubeApi, machine: dict, settings: WorkloadSettings) -> 
             node_api(api, machine, settings, flavour).get(NODES, limit=1)
         return
     node_side = node_api(api, machine, settings, flavour)
-    # A GET (live), not the run's cache of Nodes: this check is the gate before the Machine is marked for
+    # Live, not the run's cache of Nodes: this check is the gate before the Machine is marked for
     # deletion (a write no resourceVersion guards against a Node that changed), so it takes the server's word.
-    node = node_side.get(f"{NODES}/{node_name}")
+    node = node_side.live_reader().get(f"{NODES}/{node_name}")
     conflict = provider_id_conflict(machine, node, node_side.label or "the management cluster")
     if conflict:
         raise MachineError(conflict + "; the Machine was not marked for deletion")

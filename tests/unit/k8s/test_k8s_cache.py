@@ -291,3 +291,12 @@ def test_stopping_the_caches_stops_each_and_keeps_none_after() -> None:
     api.stop_caches()
     assert informer._stopped.is_set()
     assert api.cached_reader().cache is None
+
+
+def test_a_live_reader_always_asks_the_server_and_a_cached_one_only_what_its_cache_does_not_show() -> None:
+    fake = Sharing()
+    fake.put(NODE_PATH, node("1"))
+    fake.nodes._on_event({"type": "ADDED", "object": node("5")})
+    assert fake.live_reader().get(NODE_PATH)["metadata"]["resourceVersion"] == "1" and fake.requests == [("GET", NODE_PATH)]
+    assert fake.cached_reader().get(NODE_PATH)["metadata"]["resourceVersion"] == "5" and len(fake.requests) == 1
+    assert fake.cached_reader().get(f"{NODES}/w-2") is None and fake.requests[-1] == ("GET", f"{NODES}/w-2"), "not shown: read"
