@@ -3,7 +3,13 @@
 """machine_delete's run: the whole deletion of many Machines in one task,
 each in a thread of its own on a fork of the transport (shared connections
 and cancellation, its own deadline), so that N Machines take about the time of
-one, as the Machine controllers reconcile them side by side."""
+one, as the Machine controllers reconcile them side by side.
+
+Each Machine's share is a :class:`MachineDeletion` (a round: read it, mark it,
+drain, terminate); a live controller's deletion is followed by
+:class:`ControllerFollow`, and a step that could not finish in its turn is
+waited for and tried again by :class:`Again`. The stall policy (``_drain/stall_policy.py``)
+is the drain's and the follow's alike."""
 
 from __future__ import annotations
 

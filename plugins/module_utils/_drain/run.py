@@ -9,13 +9,17 @@ being deleted the drain records its start time once and writes the flavour's
 conditions and Events after every pass (:class:`MachineProgress`, through
 ``_machine.api.DeletionRecorder``).
 Given a Node: the drain alone. The passes over the Node, the pause between
-them and the task's deadline are :class:`DrainPasses`; :class:`DrainRun`
-wires them and turns what happened into the result (``report.DrainReport``).
+them and the task's deadline are :class:`DrainPasses`; :class:`DrainRun` is
+the task (its target, gates, cordon or drain, the result: ``report.DrainReport``)
+and :class:`Drain` the drain, which calls a room for each concern beside
+draining: OpenShift's control-plane turn (``waits.py``), the escalations
+(``escalations.py``), the stall policy (``stall_policy.py``); a Machine its
+live controller deletes is followed instead (``_machine/waits.py``).
 
 Everything here takes a ``KubeApi`` and plain values. Decisions are made by
 the pure files of ``_drain`` (``logic``, ``gates``, ``pacing``, ``report``);
-API calls are in ``_drain.api`` and ``_machine.api``. Waits and deadlines are
-on the transport's clock (``api.monotonic()``, ``api.sleep()``).
+API calls are in ``_drain.api``, ``_drain.feed`` and ``_machine.api``. Waits and
+deadlines are on the transport's clock (``api.monotonic()``, ``api.sleep()``).
 """
 
 from __future__ import annotations
