@@ -136,6 +136,30 @@ class Flavour:
     split_clusters = False
     # The Event the flavour's drain controller records when it writes the drain as skipped (type, reason, message).
     drain_skipped_event: tuple[str, str, str] | None = None
+    # Whether the flavour's drain controller writes the drain as skipped for a Machine without a Node too.
+    drain_skipped_without_node = False
+    # Whether Cluster API's Node rules apply (docs/behaviour.md §2, _machine/deletion.py, _machine/api.py): the Node
+    # steps are skipped for a Cluster being deleted or without an active control plane (isDeleteNodeAllowed), a
+    # Machine without a nodeRef is given the Node carrying its providerID, and the drain and the volume wait end
+    # for good once the preTerminate wait started or the InfraMachine is gone or being deleted.
+    capi_node_rules = False
+    # Whether what one reconcile of the flavour's controller changes goes in one status write (docs/behaviour.md §2).
+    writes_stages_together = False
+    # Whether the volume wait's start is recorded only once a volume is found attached (the collection's own
+    # annotation, OpenShift), rather than whenever the wait runs (Cluster API; docs/behaviour.md §4).
+    volume_start_when_attached = False
+    # Whether provider tasks outside the collection terminate the instance (OpenShift), rather than the
+    # deletion of infrastructure and bootstrap objects (Cluster API).
+    provider_terminates_instance = False
+    # The conditions the flavour's controller reports a deletion's progress in, in order (OpenShift's Drainable,
+    # Drained, Terminable); empty: it reports it in one Deleting condition (Cluster API v1beta2).
+    progress_conditions: tuple[str, ...] = ()
+    # The reason of the Event in which the flavour's drain controller names each Pod it could not evict (OpenShift's
+    # DrainRequeued; its Drained condition names them too); None: its Deleting condition names them.
+    drain_report_event: str | None = None
+    # Whether an API server whose Machine schema lacks the field may drop a hook silently (OpenShift's
+    # spec.lifecycleHooks): a hook is written as a dry run first.
+    hooks_may_be_pruned = False
     # The Events the flavour's drain controller records each time it refuses to drain a control-plane Node
     # while another control-plane Node is cordoned (type, reason, message), in order; empty: the flavour
     # drains control-plane Nodes side by side (_drain/gates.py, docs/behaviour.md row O3).
@@ -189,6 +213,11 @@ class Flavour:
 
     def is_control_plane(self, machine: dict) -> bool:
         return False
+
+    def controller_lease(self, machine: dict) -> tuple[str, str] | None:
+        """(namespace, name) of the leader-election Lease the flavour's controller holds where it is installed as
+        shipped (``_machine/liveness.py``); None when the collection knows none."""
+        return None
 
     def not_authoritative(self, machine: dict) -> str | None:
         """Why the Machine's own controller leaves it alone because another API is authoritative

@@ -40,6 +40,8 @@ from ansible_collections.lifecycle.machine.plugins.module_utils._machine.flavour
 )
 from ansible_collections.lifecycle.machine.plugins.module_utils._timeutil import parse_duration, parse_time, rfc3339
 
+# Cluster API's core manager: its LeaderElectionID, in the namespace it is installed in.
+CAPI_LEASE = ("capi-system", "controller-leader-election-capi")
 # Where Cluster API records, in ``status.deletion``, when a Machine started waiting at each gate.
 HOOK_WAIT_START_FIELDS = {PRE_DRAIN: "waitForPreDrainHookStartTime", PRE_TERMINATE: "waitForPreTerminateHookStartTime"}
 
@@ -52,6 +54,8 @@ class ClusterAPIFlavour(Flavour):
     exclude_drain_annotation = "machine.cluster.x-k8s.io/exclude-node-draining"
     exclude_volume_wait_annotation = "machine.cluster.x-k8s.io/exclude-wait-for-node-volume-detach"
     points = (PRE_DRAIN, PRE_TERMINATE)
+    capi_node_rules = True
+    writes_stages_together = True
 
     @property
     def v1beta2(self) -> bool:
@@ -117,6 +121,9 @@ class ClusterAPIFlavour(Flavour):
     def control_plane_ref(self, cluster: dict) -> ObjectRef | None:
         """The object a Cluster's spec.controlPlaneRef points at (Cluster and Machine share the API version)."""
         return self._ref(cluster, spec_of(cluster).get("controlPlaneRef"))
+
+    def controller_lease(self, machine: dict) -> tuple[str, str] | None:
+        return CAPI_LEASE
 
     def cluster_name(self, machine: dict) -> str | None:
         return spec_of(machine).get("clusterName") or (meta_of(machine).get("labels") or {}).get(CAPI_CLUSTER_NAME_LABEL)
