@@ -25,7 +25,9 @@ from test_awx_runner import RBAC, grant_user, revoke_user
 from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.client import KubeApi
 from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.connect import api_from_kubeconfig
 from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.errors import ApiError
-from ansible_collections.lifecycle.machine.plugins.module_utils._machine.liveness import CAPI_LEASE, OPENSHIFT_LEASE_NAMESPACE, SKEW, TAKEOVER_FLOOR
+from ansible_collections.lifecycle.machine.plugins.module_utils._machine.flavour.capi import CAPI_LEASE
+from ansible_collections.lifecycle.machine.plugins.module_utils._machine.flavour.openshift import OPENSHIFT_LEASE_NAMESPACE
+from ansible_collections.lifecycle.machine.plugins.module_utils._machine.liveness import SKEW, TAKEOVER_FLOOR
 
 pytestmark = pytest.mark.slow
 

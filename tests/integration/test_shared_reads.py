@@ -1,4 +1,4 @@
-"""What the Machines of one machine_delete task share of a whole cluster (plugins/module_utils/_workload/feed.py:
+"""What the Machines of one machine_delete task share of a whole cluster (plugins/module_utils/_k8s/cache.py:
 the Namespaces, PodDisruptionBudgets, VolumeAttachments, PersistentVolumes and MachineDrainRules, listed once
 and watched; the Nodes, InfraMachines and bootstrap configs each Machine's termination follows, the InfraMachine its drain too), against the real
 API server: a budget two Machines' Pods share is never let go further than the eviction API allows, a change the

@@ -20,6 +20,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.access import ACCESS_REVIEWS, Access
+from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.cache import Cache, Reader
 from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.errors import ApiError, Cancelled, http_reason
 
 
@@ -108,8 +109,9 @@ class FakeDiscovery:
 class FakeKube:
     """The transport's interface over an in-memory store.
 
-    Its watches replay and end at once, so the drain's background watches
-    (which need a streaming server) stay off: ``background_watches`` False.
+    Its watches replay and end at once, so the background watches of informers
+    (which need a streaming server) stay off: ``background_watches`` False. A run
+    keeps no caches unless a test gives it one (``cache``, its informers fed by hand).
     """
 
     background_watches = False
@@ -134,6 +136,9 @@ class FakeKube:
         # What the identity may not do, as SelfSubjectAccessReviews answer: (verb, group, resource, namespace or None).
         self.denied: set[tuple[str, str, str, str | None]] = set()
         self.access = Access(self)
+        # The run's cache (``cached_reader``); None: every read goes to the store.
+        self.cache: Cache | None = None
+        self.caches_kept = False
 
     # -- test set-up -----------------------------------------------------------
     def put(self, path: str, obj: dict) -> dict:
@@ -187,6 +192,7 @@ class FakeKube:
     # The store is one cluster: a Cluster API Machine's workload cluster is the store itself
     # (a self-hosted cluster). Reading the kubeconfig Secret is proven against the real API server.
     label = ""
+    # The API server's URL, for messages (the transport's ``server``).
     server = ""
 
     def other_cluster(self, key: str, make: Callable[[], Any], *, label: str) -> FakeKube:
@@ -195,6 +201,20 @@ class FakeKube:
 
     def served_versions(self, group: str) -> list[str]:
         return self.discovery.served_versions(group)
+
+    def keep_caches(self) -> None:
+        self.caches_kept = True
+
+    def stop_caches(self) -> None:
+        self.caches_kept = False
+        if self.cache is not None:
+            self.cache.stop()
+
+    def cached_reader(self) -> Reader:
+        return Reader(self, self.cache)
+
+    def live_reader(self) -> Reader:
+        return Reader(self, None)
 
     def request(self, method: str, path: str, *, query: dict | None = None, body: Any = None, content_type: str | None = None, **_options: Any) -> Any:
         method = method.upper()

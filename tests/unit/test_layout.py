@@ -2,7 +2,7 @@
 
 (a) in a package of ``plugins/module_utils/`` (``_<feature>/``, ``_machine/``, ...)
     only ``api.py``, ``waits.py`` (waits and follows, apart from the thin api file),
-    ``feed.py`` (watch-fed views shared by a task's Machines) and ``run.py`` talk to the API: every other file is pure,
+    ``feed.py`` (views kept current by the transport's informers) and ``run.py`` talk to the API: every other file is pure,
     dicts in and decisions out, importing nothing of ``_k8s``, ``_module``,
     ``kubernetes`` (but the pure library functions of ``PURE_LIBRARIES``) or ``ansible.module_utils.basic``, nor another package's
     api/run - neither directly nor through another file it imports. The same
@@ -26,6 +26,19 @@
 (g) a task's deadline reaches the transport one way: given where the task's
     KubeApi is made (``KubeApi.fork(deadline=...)``); nothing outside ``_k8s/``
     assigns a transport's ``deadline`` afterwards.
+(h) the packages of ``plugins/module_utils/`` stand on floors (:data:`FLOORS`:
+    ``_errors.py``/``_timeutil.py``, the transport ``_k8s``, ``_options``,
+    ``_machine``, ``_workload``, the features, the orchestrator ``_delete``,
+    ``_module.py``) and no import runs back up a floor: ``_machine`` imports
+    nothing of ``_workload``, the transport nothing above it;
+(i) whether a read is cached is never found out by probing the transport
+    (``getattr(api, ...)``, ``hasattr(api, ...)``): callers ask for
+    ``api.cached_reader()`` or ``api.live_reader()`` by name;
+(j) only the flavour adapters (``_machine/flavour/``) compare a flavour's name or
+    API group (``flavour.name == OPENSHIFT``, ``group == CAPI_GROUP``, a tuple of
+    flavour names): everything else asks the flavour;
+(k) no class in ``plugins/`` is over :data:`MAX_CLASS_LINES` lines, and the
+    transport's ``client.py`` is under :data:`MAX_CLIENT_LINES`.
 
 Each failure says which rule broke, where, and how to fix it.
 """
@@ -642,3 +655,226 @@ def test_rule_g_checks_the_runners_and_not_the_transport() -> None:
     assert "plugins/inventory/machines.py" in files
     assert "extensions/eda/plugins/event_source/machine_gates.py" in files
     assert not [name for name in files if name.startswith("plugins/module_utils/_k8s/")]
+
+
+# -- rule (h): floors, no import back up ---------------------------------------------------------
+
+# From the bottom up; every package not named is a feature (the floor of FEATURES).
+FEATURES = "features"
+FLOORS = (("_errors", "_timeutil"), (TRANSPORT,), ("_options",), ("_machine",), ("_workload",), (FEATURES,), (ORCHESTRATOR,), ("_module",))
+
+
+def floor_of(name: str) -> int:
+    """The floor of a top-level name of plugins/module_utils/ (a package, or a top-level file without .py)."""
+    for level, names in enumerate(FLOORS):
+        if name in names:
+            return level
+    return next(level for level, names in enumerate(FLOORS) if FEATURES in names)
+
+
+def floor_imports(path: Path, source: str | None = None) -> list[str]:
+    """Rule (h) for one file of plugins/module_utils/: its imports of a higher floor."""
+    mine = path.relative_to(MODULE_UTILS).parts[0].removesuffix(".py")
+    errors = []
+    for line, target, text in first_per_file(imports(path, source), lambda t: t.startswith(UTILS + ".")):
+        other = target[len(UTILS) + 1 :].split(".")[0]
+        if floor_of(other) > floor_of(mine):
+            errors.append(
+                f"[rule h] {where(path, line)}: `{text}` - {mine} (floor {floor_of(mine)}) imports {other}, a floor above it "
+                f"({floor_of(other)}; the floors: {' < '.join('/'.join(names) for names in FLOORS)}). Move what both need down "
+                f"(into {mine} or below), or let the caller above pass it in."
+            )
+    return errors
+
+
+def test_no_import_runs_back_up_a_floor() -> None:
+    errors = [error for path in python_files(MODULE_UTILS) for error in floor_imports(path)]
+    if errors:
+        pytest.fail(report(errors), pytrace=False)
+
+
+def test_the_machine_package_imports_nothing_of_the_workload_package() -> None:
+    found = [
+        f"{where(path, line)}: `{text}`"
+        for path in python_files(MODULE_UTILS / "_machine")
+        for line, target, text in imports(path)
+        if under(target, f"{UTILS}._workload")
+    ]
+    assert not found, "_machine is below _workload (rule h) and imports nothing of it:\n" + "\n".join(found)
+
+
+@pytest.mark.parametrize(
+    ("path", "source"),
+    [
+        (MODULE_UTILS / "_machine" / "waits.py", f"from {UTILS}._workload.api import node_api"),
+        (MODULE_UTILS / "_k8s" / "cache.py", "from .._machine.flavour import CAPI_GROUP"),
+        (MODULE_UTILS / "_options" / "logic.py", f"from {UTILS}._machine.flavour import flavour_for"),
+        (MODULE_UTILS / "_drain" / "run.py", f"from {UTILS}._delete.logic import DeleteRequest"),
+        (MODULE_UTILS / "_delete" / "run.py", f"from {UTILS}._module import run"),
+        (MODULE_UTILS / "_timeutil.py", f"from {UTILS}._k8s.paths import resource_path"),
+    ],
+)
+def test_rule_h_catches_an_import_back_up(path, source) -> None:
+    (error,) = floor_imports(path, source)
+    assert error.startswith(f"[rule h] {path.relative_to(REPO)}:1: `")
+
+
+def test_rule_h_lets_imports_run_down_and_sideways() -> None:
+    assert floor_imports(MODULE_UTILS / "_workload" / "api.py", f"from {UTILS}._machine.api import get_node\nfrom {UTILS}._k8s.client import KubeApi") == []
+    assert floor_imports(MODULE_UTILS / "_terminate" / "api.py", f"from {UTILS}._drain.api import SkippedPods") == []
+    assert floor_imports(MODULE_UTILS / "_module.py", f"from {UTILS}._options.connection import CONNECTION_OPTIONS") == []
+
+
+# -- rule (i): no probing of the transport ----------------------------------------------------------
+
+# What a transport (a KubeApi, or a fork of one) is called where it is passed around.
+TRANSPORT_NAMES = ("api", "node_api", "kube", "task_api", "_api")
+PROBES = ("getattr", "hasattr")
+
+
+def _transport(node: ast.expr) -> bool:
+    if isinstance(node, ast.Name):
+        return node.id in TRANSPORT_NAMES
+    return isinstance(node, ast.Attribute) and node.attr in TRANSPORT_NAMES
+
+
+def transport_probes(path: Path, source: str | None = None) -> list[str]:
+    """Rule (i) for one file under plugins/."""
+    tree = ast.parse(path.read_text() if source is None else source, str(path))
+    return [
+        f"[rule i] {where(path, node.lineno)}: `{ast.unparse(node)}` - a transport is not probed for what it offers: ask it "
+        "by name and type (api.cached_reader() for reads a run may cache, api.live_reader() for the server's word, "
+        "api.background_watches), and give the unit tests' stand-in (tests/unit/fake_kube.py) the same attribute."
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in PROBES and node.args and _transport(node.args[0])
+    ]
+
+
+def test_nothing_probes_the_transport() -> None:
+    errors = [error for path in python_files(PLUGINS) for error in transport_probes(path)]
+    if errors:
+        pytest.fail(report(errors), pytrace=False)
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        'share = getattr(api, "shared_view", None)',
+        'getattr(self.api, "background_watches", True)',
+        'hasattr(node_api, "stop_views")',
+        "x = getattr(self._api, 'server', '')",
+    ],
+)
+def test_rule_i_catches_a_probe(source) -> None:
+    (error,) = transport_probes(API, source)
+    assert error.startswith("[rule i] plugins/module_utils/_drain/api.py:1:")
+
+
+def test_rule_i_lets_other_getattrs_be() -> None:
+    assert transport_probes(API, 'getattr(exc, "status", 0)\ngetattr(self._api_client, "configuration", None)\napi.cached_reader()') == []
+
+
+# -- rule (j): flavour names compared only in the flavour adapters ---------------------------------
+
+FLAVOUR_DIR = MODULE_UTILS / "_machine" / "flavour"
+# The flavours' names and API groups, as constants and as text.
+FLAVOUR_CONSTANTS = ("OPENSHIFT", "CLUSTERAPI", "OPENSHIFT_GROUP", "CAPI_GROUP")
+FLAVOUR_TEXTS = ("openshift", "clusterapi", "machine.openshift.io", "cluster.x-k8s.io")
+
+
+def _names_a_flavour(node: ast.expr) -> bool:
+    """Whether an operand is a flavour's name or group: a constant of the flavour adapter, its text, a
+    ``flavour.name`` / ``flavour.group``, or a tuple/list/set of those."""
+    if isinstance(node, ast.Name | ast.Attribute) and (node.id if isinstance(node, ast.Name) else node.attr) in FLAVOUR_CONSTANTS:
+        return True
+    if isinstance(node, ast.Constant) and node.value in FLAVOUR_TEXTS:
+        return True
+    if isinstance(node, ast.Attribute) and node.attr in ("name", "group") and "flavour" in ast.unparse(node.value).lower():
+        return True
+    return isinstance(node, ast.Tuple | ast.List | ast.Set) and any(_names_a_flavour(element) for element in node.elts)
+
+
+def flavour_comparisons(path: Path, source: str | None = None) -> list[str]:
+    """Rule (j) for one file under plugins/: comparisons with a flavour's name or group, and tuples of them kept for one."""
+    if FLAVOUR_DIR in path.parents:
+        return []
+    tree = ast.parse(path.read_text() if source is None else source, str(path))
+    found = [node for node in ast.walk(tree) if isinstance(node, ast.Compare) and any(_names_a_flavour(part) for part in (node.left, *node.comparators))]
+    found += [
+        node
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Assign)
+        and isinstance(node.value, ast.Tuple | ast.List | ast.Set)
+        and _names_a_flavour(node.value)
+        and not any(isinstance(element, ast.Tuple) for element in node.value.elts)
+    ]
+    return [
+        f"[rule j] {where(path, node.lineno)}: `{ast.unparse(node)}` - only the flavour adapters (_machine/flavour/) tell the flavours "
+        "apart by name or group. Ask the flavour what it does instead (an attribute or method of Flavour, set in openshift.py "
+        "and capi.py: drain_skipped_without_node, capi_node_rules, provider_terminates_instance, ...)."
+        for node in sorted(found, key=lambda node: node.lineno)
+    ]
+
+
+def test_only_the_flavour_adapters_compare_flavour_names() -> None:
+    errors = [error for path in python_files(PLUGINS) for error in flavour_comparisons(path)]
+    if errors:
+        pytest.fail(report(errors), pytrace=False)
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        "if flavour.name == OPENSHIFT:\n    pass",
+        "x = self.flavour.group != CAPI_GROUP",
+        "y = recorder.flavour.name in (OPENSHIFT,)",
+        "PROVIDER_TERMINATED_FLAVOURS = (OPENSHIFT,)",
+        "z = info['flavour'] == 'openshift'",
+        "w = group == CAPI_GROUP",
+    ],
+)
+def test_rule_j_catches_a_flavour_name_compared(source) -> None:
+    (error,) = flavour_comparisons(LOGIC, source)
+    assert error.startswith("[rule j] plugins/module_utils/_drain/logic.py:1:")
+
+
+def test_rule_j_lets_the_flavour_adapters_and_questions_to_the_flavour_be() -> None:
+    assert flavour_comparisons(FLAVOUR_DIR / "__init__.py", "if group == OPENSHIFT_GROUP:\n    pass") == []
+    assert flavour_comparisons(LOGIC, "if flavour.capi_node_rules and step.name == STEP_NODE:\n    pass\nVERSIONS = ((OPENSHIFT_GROUP, ('v1beta1',)),)") == []
+
+
+# -- rule (k): sizes ---------------------------------------------------------------------------
+
+MAX_CLASS_LINES = 250
+MAX_CLIENT_LINES = 500
+
+
+def long_classes(path: Path, source: str | None = None) -> list[str]:
+    """Rule (k) for one file under plugins/."""
+    tree = ast.parse(path.read_text() if source is None else source, str(path))
+    return [
+        f"[rule k] {where(path, node.lineno)}: class {node.name} is {node.end_lineno - node.lineno + 1} lines (at most {MAX_CLASS_LINES}) - "
+        "it holds more than one concern: give each concern it calls a room of its own (a class or a file) and let it call them."
+        for node in ast.walk(tree)
+        if isinstance(node, ast.ClassDef) and node.end_lineno - node.lineno + 1 > MAX_CLASS_LINES
+    ]
+
+
+def test_no_class_is_over_its_size() -> None:
+    errors = [error for path in python_files(PLUGINS) for error in long_classes(path)]
+    if errors:
+        pytest.fail(report(errors), pytrace=False)
+
+
+def test_rule_k_catches_a_long_class() -> None:
+    source = "class Big:\n" + "    x = 1\n" * MAX_CLASS_LINES
+    (error,) = long_classes(LOGIC, source)
+    assert error.startswith(f"[rule k] plugins/module_utils/_drain/logic.py:1: class Big is {MAX_CLASS_LINES + 1} lines")
+    assert long_classes(LOGIC, "class Small:\n" + "    x = 1\n" * (MAX_CLASS_LINES - 1)) == []
+
+
+def test_the_transport_client_stays_under_its_size() -> None:
+    lines = len((MODULE_UTILS / TRANSPORT / "client.py").read_text().splitlines())
+    assert lines < MAX_CLIENT_LINES, (
+        f"[rule k] plugins/module_utils/_k8s/client.py is {lines} lines (under {MAX_CLIENT_LINES}): move a concern of KubeApi into a file of its own in _k8s/"
+    )

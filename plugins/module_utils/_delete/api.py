@@ -16,10 +16,9 @@ from ansible_collections.lifecycle.machine.plugins.module_utils._drain.rules imp
 from ansible_collections.lifecycle.machine.plugins.module_utils._errors import MachineError
 from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.client import KubeApi
 from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.errors import ApiError
-from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.paths import resource_path
+from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.paths import BUDGETS, NODES, resource_path
 from ansible_collections.lifecycle.machine.plugins.module_utils._machine.flavour import flavour_for
 from ansible_collections.lifecycle.machine.plugins.module_utils._workload.api import node_api, workload_of
-from ansible_collections.lifecycle.machine.plugins.module_utils._workload.feed import BUDGETS, NODES
 from ansible_collections.lifecycle.machine.plugins.module_utils._workload.logic import WorkloadSettings
 
 # The Pods that hold room on their Node (those that ended do not).

@@ -8,8 +8,8 @@ and the evidence the drain gives (``_drain/stalls.py`` ``budget_blocker``; ``_dr
 ``covering_budgets``); when they could not be
 read, the refusal stays "clears by itself" and says so.
 
-With ``on_stall: fail`` a followed deletion that can never finish as things stand fails the
-task's share of that Machine, naming what holds it; the deletion stays with its controller."""
+What the task does about a followed deletion that can never finish as things stand is the stall
+policy's (``_drain/stall_policy.py`` ``StallPolicy.stop_following``)."""
 
 from __future__ import annotations
 
@@ -17,11 +17,7 @@ from dataclasses import replace
 
 from ansible_collections.lifecycle.machine.plugins.module_utils._drain.budgets import covering_budgets
 from ansible_collections.lifecycle.machine.plugins.module_utils._drain.stalls import budget_blocker
-from ansible_collections.lifecycle.machine.plugins.module_utils._machine.blockers import KIND_BUDGET, NEVER, Blocker
-
-# How often, with on_stall: fail, a followed drain is looked at for what can never clear (seconds).
-ON_STALL_LOOK = 20.0
-MAX_REASONS = 3
+from ansible_collections.lifecycle.machine.plugins.module_utils._machine.blockers import KIND_BUDGET, Blocker
 
 
 def _judged(blocker: Blocker, key: str, pods: dict[str, dict | None], budgets: list[dict]) -> list[Blocker]:
@@ -58,17 +54,3 @@ def judge_reported_budgets(blockers: list[Blocker], pods: dict[str, dict | None]
             continue
         judged.extend(_judged(blocker, key, pods, budgets))
     return judged
-
-
-def never_message(blockers: list[Blocker], who: str) -> str | None:
-    """With ``on_stall: fail``: why the task stops following a deletion that can never finish as things
-    stand (the first blockers that say "never"); None when nothing says so."""
-    never = [blocker for blocker in blockers if blocker.verdict == NEVER]
-    if not never:
-        return None
-    reasons = "; ".join(f"{blocker.object}: {blocker.reason}" for blocker in never[:MAX_REASONS])
-    more = f" (and {len(never) - MAX_REASONS} more)" if len(never) > MAX_REASONS else ""
-    return (
-        f"Stopped following the deletion: {who} cannot finish its drain as things stand ({reasons}{more}); on_stall is fail,"
-        " so the task fails: nothing was overridden and the Machine stays with its controller, which goes on as soon as what holds it is fixed"
-    )

@@ -20,12 +20,14 @@ from dataclasses import dataclass, field
 
 from ansible_collections.lifecycle.machine.plugins.module_utils._delete.metrics import OUTCOME_DONE, OUTCOME_FAILED, OUTCOME_WAITING
 from ansible_collections.lifecycle.machine.plugins.module_utils._delete.preflight import batch_findings, finding_line
-from ansible_collections.lifecycle.machine.plugins.module_utils._drain.escalations import Escalation, normalize_escalations
+from ansible_collections.lifecycle.machine.plugins.module_utils._drain.request import DrainRequest
 from ansible_collections.lifecycle.machine.plugins.module_utils._drain.rules import normalize_rules
+from ansible_collections.lifecycle.machine.plugins.module_utils._drain.stall_policy import StallPolicy
 from ansible_collections.lifecycle.machine.plugins.module_utils._machine.blockers import MAX_BLOCKER_LINES, NEVER, blocker_lines, worst
 from ansible_collections.lifecycle.machine.plugins.module_utils._machine.controller import AUTO, DEFAULT_GRACE, SETTINGS
 from ansible_collections.lifecycle.machine.plugins.module_utils._options.logic import Bound, bound_errors, invalid_names, invalid_options, seconds
 from ansible_collections.lifecycle.machine.plugins.module_utils._replace.logic import AFTER, MODES, REPLACE, REPLACEMENT_READY, replacement_figures
+from ansible_collections.lifecycle.machine.plugins.module_utils._terminate.logic import TerminateRequest
 from ansible_collections.lifecycle.machine.plugins.module_utils._terminate.out_of_service import OutOfService, normalize_out_of_service
 from ansible_collections.lifecycle.machine.plugins.module_utils._workload.logic import WorkloadSettings, workload_settings
 
@@ -125,12 +127,8 @@ class DeleteRequest:
     # Who carries out each deletion: the Machine's live controller, or the collection (_machine/controller.py).
     machine_controller: str = AUTO
     controller_grace: int = DEFAULT_GRACE
-    # wait, or fail a Machine once a blocker can never clear as things stand (docs/stalls.md).
-    on_stall: str = "wait"
-    # What the user asked to be done instead of evicting, after a deadline (_drain/escalations.py).
-    escalations: Sequence[Escalation] = ()
-    # Fail a Machine whose drain made no progress for this many seconds, counted across calls in ``clock``; None: never.
-    stall_timeout: int | None = None
+    # on_stall, stall_timeout (its last progress carried in ``clock``, DRAIN_PROGRESS) and escalations (_drain/stall_policy.py).
+    stall: StallPolicy = field(default_factory=StallPolicy)
     # The Machines whose instance the user confirmed gone: their Node gets the out-of-service taint (_terminate/out_of_service.py).
     out_of_service: dict[str, OutOfService] = field(default_factory=dict)
     # What becomes of each Machine's place in its pool (_replace/logic.py): after, none or first; and how long a replacement is waited for.
@@ -162,12 +160,41 @@ class DeleteRequest:
             workload=workload,
             machine_controller=params.get("machine_controller") or AUTO,
             controller_grace=DEFAULT_GRACE if params.get("controller_grace") is None else params["controller_grace"],
-            on_stall=params.get("on_stall") or "wait",
-            escalations=normalize_escalations(params.get("escalations")),
-            stall_timeout=params.get("stall_timeout"),
+            stall=StallPolicy.from_params(params),
             out_of_service=normalize_out_of_service(params.get("out_of_service"), [machine_key(m) for m in params["machines"]]),
             replacement=params.get("replacement") or AFTER,
             replacement_timeout=1800 if params.get("replacement_timeout") is None else params["replacement_timeout"],
+        )
+
+    def drain_request(self, machine: dict, clock: dict) -> DrainRequest:
+        """The drain of ``machine`` (an entry of ``machines``) in this task: it waits, within the phase's share of the
+        call; ``stall_timeout`` counts on from the last progress an earlier call or round saw (``clock``)."""
+        return DrainRequest(
+            machine=machine["name"],
+            namespace=machine["namespace"],
+            api_version=machine.get("api_version"),
+            rules=self.rules,
+            use_cluster_rules=self.use_cluster_rules,
+            wait=True,
+            wait_sleep=self.wait_sleep,
+            grace_period=self.grace_period,
+            check_mode=self.check_mode,
+            workload=self.workload,
+            stall=self.stall.resumed((clock.get(machine_key(machine)) or {}).get(DRAIN_PROGRESS)),
+        )
+
+    def terminate_request(self, machine: dict) -> TerminateRequest:
+        """The termination of ``machine`` (an entry of ``machines``) in this task."""
+        return TerminateRequest(
+            namespace=machine["namespace"],
+            machine=machine["name"],
+            api_version=machine.get("api_version"),
+            wait=True,
+            wait_sleep=self.wait_sleep,
+            instance_terminated=machine_key(machine) in self.instance_terminated,
+            rules=self.rules,
+            use_cluster_rules=self.use_cluster_rules,
+            workload=self.workload,
         )
 
 
@@ -251,6 +278,18 @@ def slice_message(message: str, *, final: bool, timeout: int) -> str:
 
 def start_phase(clock: dict, key: str, phase: str, now: float) -> None:
     clock.setdefault(key, {}).setdefault(phase, now)
+
+
+def phase_end(clock: dict, key: str, phase: str, timeout: int, *, wall: float, now: float, slice_end: float | None) -> tuple[float, bool]:
+    """(when this call's share of ``phase`` ends, an instant on the transport's clock, whose time is ``now``;
+    whether that is the end of the phase's budget, not of the progress interval that ends at ``slice_end``).
+    The phase's start is persisted (``clock``, on the wall clock, whose time is ``wall``, carried across calls)
+    and noted here the first time; the rest is on the transport's clock."""
+    start_phase(clock, key, phase, wall)
+    budget_end = now + max(0.0, budget_left(clock, key, phase, timeout, wall))
+    if slice_end is not None and slice_end < budget_end:
+        return max(slice_end, now + 1.0), False  # a step is given at least a second
+    return budget_end, True
 
 
 @dataclass

@@ -3,15 +3,24 @@
 """machine_delete's run: the whole deletion of many Machines in one task,
 each in a thread of its own on a fork of the transport (shared connections
 and cancellation, its own deadline), so that N Machines take about the time of
-one, as the Machine controllers reconcile them side by side."""
+one, as the Machine controllers reconcile them side by side.
+
+Each Machine's share is a :class:`MachineDeletion` (a round: read it, mark it,
+drain, terminate); a live controller's deletion is followed by
+:class:`ControllerFollow`, and a step that could not finish in its turn is
+waited for and tried again by :class:`Again`; the Machine's place in its pool
+(``replacement``: the surge, the scale-down, the owner's record) is :class:`PoolPlace`'s,
+which leans on ``_replace/run.py``. The stall policy (``_drain/stall_policy.py``)
+is the drain's and the follow's alike."""
 
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
 from ansible_collections.lifecycle.machine.plugins.module_utils._delete.api import read_batch
-from ansible_collections.lifecycle.machine.plugins.module_utils._delete.followed import ON_STALL_LOOK, judge_reported_budgets, never_message
+from ansible_collections.lifecycle.machine.plugins.module_utils._delete.followed import judge_reported_budgets
 from ansible_collections.lifecycle.machine.plugins.module_utils._delete.logic import (
     AFTER,
     AWAITING_INSTANCE,
@@ -28,6 +37,7 @@ from ansible_collections.lifecycle.machine.plugins.module_utils._delete.logic im
     drain_summary,
     machine_key,
     machine_metrics,
+    phase_end,
     preflight,
     preflight_warnings,
     progress_lines,
@@ -35,10 +45,8 @@ from ansible_collections.lifecycle.machine.plugins.module_utils._delete.logic im
     start_phase,
     terminate_summary,
 )
-from ansible_collections.lifecycle.machine.plugins.module_utils._drain.api import check_permissions
-from ansible_collections.lifecycle.machine.plugins.module_utils._drain.escalations import rule_names_wanted
-from ansible_collections.lifecycle.machine.plugins.module_utils._drain.request import DrainRequest
-from ansible_collections.lifecycle.machine.plugins.module_utils._drain.run import DrainRun, check_escalation_rules
+from ansible_collections.lifecycle.machine.plugins.module_utils._drain.api import check_permissions, rules_for_escalations
+from ansible_collections.lifecycle.machine.plugins.module_utils._drain.run import DrainRun
 from ansible_collections.lifecycle.machine.plugins.module_utils._errors import MachineError
 from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.client import KubeApi
 from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.errors import ApiError, Cancelled
@@ -53,8 +61,6 @@ from ansible_collections.lifecycle.machine.plugins.module_utils._machine.blocker
     Blocker,
     as_dicts,
     budget_refused_pods,
-    controller_blockers,
-    reported_at,
 )
 from ansible_collections.lifecycle.machine.plugins.module_utils._machine.controller import (
     AUTO,
@@ -69,17 +75,16 @@ from ansible_collections.lifecycle.machine.plugins.module_utils._machine.control
     who_deletes,
 )
 from ansible_collections.lifecycle.machine.plugins.module_utils._machine.feed import MachineFeeds
-from ansible_collections.lifecycle.machine.plugins.module_utils._machine.flavour import OPENSHIFT, PRE_DRAIN, Flavour, flavour_for
+from ansible_collections.lifecycle.machine.plugins.module_utils._machine.flavour import Flavour, flavour_for
 from ansible_collections.lifecycle.machine.plugins.module_utils._machine.scope import MachineScope
-from ansible_collections.lifecycle.machine.plugins.module_utils._machine.waits import actor_of, follow_controller, read_drain_report, read_refused_pods
+from ansible_collections.lifecycle.machine.plugins.module_utils._machine.waits import actor_of, follow_controller, followed_blockers, read_refused_pods
 from ansible_collections.lifecycle.machine.plugins.module_utils._mark.run import mark
 from ansible_collections.lifecycle.machine.plugins.module_utils._replace.logic import FIRST
 from ansible_collections.lifecycle.machine.plugins.module_utils._replace.run import ReplacementPlan, ReplaceSettings, Replacing
 from ansible_collections.lifecycle.machine.plugins.module_utils._terminate.api import put_out_of_service
 from ansible_collections.lifecycle.machine.plugins.module_utils._terminate.logic import NODE_DELETION_FAILED, STEP_NODE
 from ansible_collections.lifecycle.machine.plugins.module_utils._terminate.out_of_service import SETTLED
-from ansible_collections.lifecycle.machine.plugins.module_utils._terminate.run import TerminateRequest, terminate_on
-from ansible_collections.lifecycle.machine.plugins.module_utils._timeutil import now as utc_now
+from ansible_collections.lifecycle.machine.plugins.module_utils._terminate.run import terminate_on
 from ansible_collections.lifecycle.machine.plugins.module_utils._workload.api import check_node_side, node_api
 
 # How long the reads that judge a followed drain's budget refusals may take (seconds).
@@ -102,8 +107,6 @@ class MachineDeletion:
         replacing: Replacing | None = None,
     ):
         self.api = api
-        # What comes before its deletion request and after it is gone, for its place in its pool (_replace/run.py).
-        self.replacing = replacing
         # The task's watch-fed Machines: after this call's one read of the Machine, it is read from there.
         self.feeds = feeds
         self.last: dict | None = None
@@ -112,40 +115,31 @@ class MachineDeletion:
         self.clock = clock
         self.slice_end = slice_end
         self.outcome = Outcome(machine=dict(machine))
-        # (phase, timeout) while a step is waited for and tried again: an unreachable workload
-        # cluster, a Node deletion that failed.
-        self.again: tuple[str, int] | None = None
+        # A step waited for and tried again (an unreachable workload cluster, a Node deletion that failed).
+        self.again = Again(self)
         # When this task marked the Machine (epoch seconds).
         self.marked_at: float | None = None
         # Check mode: what its drain preview read (``DrainReport.preview``), for the preflight of the Machines together.
         self.preview: dict | None = None
-        # Whether this call is past the replacement's steps (they come once, before the deletion request).
-        self.replaced = False
+        # Its place in its pool: what comes before its deletion request and after it is gone (``replacement``).
+        self.place = PoolPlace(self, replacing) if replacing is not None else None
 
     @property
     def key(self) -> str:
         return machine_key(self.machine)
 
     def phase_end(self, phase: str, timeout: int) -> tuple[float, bool]:
-        """(when this call's share of ``phase`` ends, an instant on the transport's clock;
-        whether that is the end of the phase's budget, not of the progress interval).
-        The phase's start is persisted (``clock``, wall clock, carried across calls); the
-        rest is on the transport's clock, computed once per step and given through its fork."""
-        wall = time.time()
-        start_phase(self.clock, self.key, phase, wall)
-        now = self.api.monotonic()
-        budget_end = now + max(0.0, budget_left(self.clock, self.key, phase, timeout, wall))
-        if self.slice_end is not None and self.slice_end < budget_end:
-            return max(self.slice_end, now + 1.0), False  # a step is given at least a second
-        return budget_end, True
+        """(when this call's share of ``phase`` ends, an instant on the transport's clock; whether that is the end of
+        the phase's budget): computed once per step and given through its fork (``logic.phase_end``)."""
+        return phase_end(self.clock, self.key, phase, timeout, wall=time.time(), now=self.api.monotonic(), slice_end=self.slice_end)
 
     def run(self) -> Outcome:
         outcome = self.outcome
-        if self.replacing is not None:
-            self.replacing.begin()
+        if self.place is not None:
+            self.place.begin()
         try:
             while True:
-                self.again = None
+                self.again.pending = None
                 scope = self.scope()
                 if scope is not None and outcome.cluster_name is None:
                     outcome.cluster_name = scope.flavour.owning_cluster(scope.machine)
@@ -153,12 +147,12 @@ class MachineDeletion:
                 if scope is None:
                     pass  # gone, or undecided when this call's slice ended: the outcome says so
                 elif scope.actor.controller:
-                    self.follow(scope)
-                elif self.drain(scope) and not self.request.check_mode and not self.controller_took_over(scope):
+                    ControllerFollow(self).follow(scope)
+                elif self.drain(scope) and not self.request.check_mode and not ControllerFollow(self).took_over(scope):
                     self.terminate(scope)
                 # The Machine as this turn left it: a next turn reads it from the task's feed.
                 self.last = scope.machine if scope is not None and not scope.gone else None
-                if not self.go_again():
+                if not self.again.go():
                     break
         except Cancelled as exc:
             outcome.status, outcome.message = FAILED, f"Cancelled: {exc}"
@@ -166,23 +160,9 @@ class MachineDeletion:
             outcome.status, outcome.message = FAILED, f"Kubernetes API error: {exc.describe()}"
         except MachineError as exc:
             outcome.status, outcome.message = FAILED, exc.msg
-        self.replaced_or_failed()
+        if self.place is not None:
+            self.place.end()
         return outcome
-
-    def replaced_or_failed(self) -> None:
-        """Its place in its pool once this call ends: the owner's record tidied when the Machine is gone; a failure stops the roll."""
-        if self.replacing is None:
-            return
-        if self.outcome.status == DONE and not self.request.check_mode:
-            try:
-                self.replacing.gone()
-            except (ApiError, MachineError) as exc:
-                # The Machine is gone all the same; the next run on its owner tidies the record.
-                self.replacing.state.message = f"the owner's record was not tidied: {getattr(exc, 'msg', None) or exc}"
-        elif self.outcome.status == FAILED:
-            self.replacing.failed()
-        self.replacing.end()
-        self.outcome.replacement = self.replacing.state.as_dict()
 
     def vet(self, machine: dict) -> None:
         """Before the Machine is marked (``_mark.run.mark`` asks only about one not
@@ -194,53 +174,9 @@ class MachineDeletion:
         reason = node_steps_skip_reason(self.api, machine, flavour, self.feeds)
         if reason is None or (reason == NO_NODE_REF and flavour.provider_id(machine)):
             check_node_side(self.api, machine, self.request.workload)
-        if reason is None and self.request.escalations and flavour.node_name(machine):
+        if reason is None and self.request.stall.escalations and flavour.node_name(machine):
             # What the escalations need where the Node's Pods are (plain Pod deletion), before the Machine is marked.
-            check_permissions(node_api(self.api, machine, self.request.workload, flavour), self.request.escalations)
-
-    def waiting_for_cluster(self, phase: str, timeout: int, result: dict, message: str, final: bool) -> bool:
-        """A phase stopped because the Machine's workload cluster did not answer: while
-        the phase's budget lasts that is a wait, not a failure (True); the Machine is
-        retried after ``wait_sleep`` and the progress lines say what it waits for."""
-        cluster = result.get("unreachable")
-        if not cluster:
-            return False
-        reason = message.splitlines()[0]
-        if final and budget_left(self.clock, self.key, phase, timeout, time.time()) <= 0:
-            raise MachineError(f"Timed out after {timeout} s waiting for {cluster} to answer: {reason}")
-        self.outcome.status = IN_PROGRESS
-        self.outcome.message = f"Waiting for {cluster} to answer: {reason}"
-        self.again = (phase, timeout)
-        return True
-
-    def retrying_node_deletion(self, timeout: int, result: dict, message: str, final: bool) -> bool:
-        """The Node's deletion failed (the termination's own retries are spent): as the
-        Machine controllers requeue, it is tried again every ``wait_sleep`` while the
-        terminate budget lasts; each try also looks at the node-deletion timeout,
-        which, once passed, lets the workflow go on without the Node (True: retried)."""
-        if result.get("next_step") != STEP_NODE or not message.startswith(NODE_DELETION_FAILED):
-            return False
-        if final and budget_left(self.clock, self.key, TERMINATE, timeout, time.time()) <= 0:
-            return False
-        self.outcome.status, self.outcome.step = IN_PROGRESS, STEP_NODE
-        self.outcome.message = f"Retrying: {message.splitlines()[0]}"
-        self.again = (TERMINATE, timeout)
-        return True
-
-    def go_again(self) -> bool:
-        """After a wait (an unreachable workload cluster, a failed Node deletion): pause and
-        go again while the phase's budget and the progress interval allow; False when this call ends here."""
-        if self.again is None:
-            return False
-        phase, timeout = self.again
-        pause = float(max(1, self.request.wait_sleep))
-        left = budget_left(self.clock, self.key, phase, timeout, time.time())
-        if self.slice_end is not None:
-            left = min(left, self.slice_end - self.api.monotonic())
-        if left <= pause:
-            return False
-        self.api.sleep(pause)
-        return True
+            check_permissions(node_api(self.api, machine, self.request.workload, flavour), self.request.stall.escalations)
 
     def scope(self) -> MachineScope | None:
         """This round's scope of the Machine: read once, marked for deletion (held by the
@@ -248,8 +184,8 @@ class MachineDeletion:
         once; None when this call ends here (gone, or still undecided: the outcome says why)."""
         request, outcome = self.request, self.outcome
         machine = self.read()
-        if machine is not None and self.replacing is not None and not self.replaced:
-            go_on, machine = self.replace(machine)
+        if machine is not None and self.place is not None and not self.place.prepared:
+            go_on, machine = self.place.prepare(machine)
             if not go_on:
                 return None
         if machine is not None:
@@ -269,23 +205,6 @@ class MachineDeletion:
         scope.seen(current)
         scope.gone = current is None  # it went while its controller was looked for: followed, it is done
         return scope
-
-    def replace(self, machine: dict) -> tuple[bool, dict | None]:
-        """What comes before the deletion request for the Machine's place in its pool (``replacement``): the surge and
-        the wait for the replacement, the owner's replicas lowered with the delete annotation (which ends in the
-        deletion request, ``mark``). (whether the deletion goes on in this call, the Machine after.)"""
-        replacing = self.replacing
-        if replacing is None:
-            return True, machine
-        go_on, machine = replacing.prepare(machine, self.mark, self.slice_end)
-        state = replacing.state
-        self.outcome.replacement = state.as_dict()
-        self.outcome.changed |= state.changed
-        if not go_on:
-            self.outcome.status, self.outcome.step, self.outcome.message = IN_PROGRESS, "replace", state.message[:1].upper() + state.message[1:]
-            return False, machine
-        self.replaced = True
-        return True, machine
 
     def read(self) -> dict | None:
         """The Machine now, from the task's feed (listed once per namespace, then watched), on the
@@ -338,119 +257,29 @@ class MachineDeletion:
         self.outcome.out_of_service = entry
         self.outcome.changed |= entry["applied"] and not entry["dry_run"]
 
-    def controller_took_over(self, scope: MachineScope) -> bool:
-        """Between the drain and the termination, once more, on the Machine as the drain
-        last saw or wrote it: a controller that answered late (auto) carries out the
-        rest, followed, not raced."""
-        if self.request.machine_controller != AUTO or self.outcome.status in (FAILED, DONE):
-            return False
-        actor = who_deletes(scope.machine, self.request.machine_controller, self.request.controller_grace, time.time(), marked_at=scope.marked_at)
-        if not actor.controller:
-            return False
-        scope.actor = self.decided(actor)
-        self.follow(scope)
-        return True
-
-    def follow(self, scope: MachineScope) -> None:
-        """The Machine's live controller carries out the deletion: follow it through
-        the conditions it writes, phase by phase, within the phases' budgets; write nothing."""
-        request, outcome, actor = self.request, self.outcome, scope.actor
-        machine: dict | None = None if scope.gone else scope.machine
-        if request.check_mode:
-            outcome.status, outcome.step = PLANNED, "mark"
-            outcome.message = f"would mark it for deletion; {actor.reason}"
-            return
-        flavour = scope.flavour
-        while True:
-            progress = controller_progress(machine, flavour)
-            phase = progress["phase"]
-            if phase != DRAIN:  # the terminate phase, or gone: the drain is behind it
-                outcome.drain = {**(outcome.drain or {}), "completed": True, "carried_out_by": CONTROLLER}
-            if phase == "gone":
-                outcome.status, outcome.step, outcome.message = DONE, "release", done_message(actor)
-                return
-            outcome.step = phase
-            timeout = request.drain_timeout if phase == DRAIN else request.terminate_timeout
-            end, final = self.phase_end(phase, timeout)
-            scope.ends[phase] = end
-            # With on_stall: fail the drain is looked at every ON_STALL_LOOK seconds for what can never clear.
-            look = min(end, self.api.monotonic() + ON_STALL_LOOK) if request.on_stall == "fail" and phase == DRAIN else end
-            machine, progress, done = follow_controller(self.api, machine, flavour, phase, look)
-            scope.seen(machine)
-            if done:
-                continue
-            if machine is not None:
-                seen_at = reported_at(flavour.all_conditions(machine), ("Deleting", "Drainable", "Drained", "Terminable"))
-                # OpenShift names the Pods its drain could not evict only in an Event: read while it drains.
-                draining = flavour.name == OPENSHIFT and phase == DRAIN and not progress.get("drained") and not flavour.hooks(machine).get(PRE_DRAIN)
-                report = read_drain_report(self.api, machine) if draining else None
-                found = controller_blockers(flavour, machine, progress, manager=actor.manager, reported_at=seen_at, now=utc_now(), drain_report=report)
-                found = self.judged(found, machine, flavour)
-                outcome.followed_blockers = as_dicts(found)
-                never = never_message(found, f"its controller ({actor.manager})" if actor.manager else "its controller")
-                if never is not None and request.on_stall == "fail":
-                    raise MachineError(never)
-            if self.api.monotonic() < end:
-                continue  # looked at before the phase's end (on_stall: fail): follow on
-            if final and budget_left(self.clock, self.key, phase, timeout, time.time()) <= 0:
-                raise MachineError(timeout_message(actor, progress, timeout))
-            outcome.status, outcome.message = IN_PROGRESS, following_message(actor, progress)
-            return
-
-    def judged(self, found: list[Blocker], machine: dict, flavour: Flavour) -> list[Blocker]:
-        """The budget refusals a followed controller reports, judged as the collection's own drain judges them:
-        the Pods and their budgets read on the workload side (only when the report names such refusals; the budgets
-        from the task's shared feed), within FOLLOW_READ_SECONDS (docs/stalls.md)."""
-        keys = budget_refused_pods(found)
-        if not keys:
-            return found
-        reads = self.api.fork(deadline=self.api.monotonic() + FOLLOW_READ_SECONDS)
-        pods, budgets, unread = read_refused_pods(lambda: node_api(reads, machine, self.request.workload, flavour), flavour.node_name(machine), keys)
-        return judge_reported_budgets(found, pods, budgets, unread)
-
     def drain(self, scope: MachineScope) -> bool:
         """The preDrain gate and the drain; True when they are behind the Machine."""
         request, outcome = self.request, self.outcome
         outcome.step = DRAIN
         end, final = self.phase_end(DRAIN, request.drain_timeout)
         scope.ends[DRAIN] = end
-        drain_request = DrainRequest(
-            machine=self.machine["name"],
-            namespace=self.machine["namespace"],
-            api_version=self.machine.get("api_version"),
-            rules=request.rules,
-            use_cluster_rules=request.use_cluster_rules,
-            wait=True,
-            wait_sleep=request.wait_sleep,
-            grace_period=request.grace_period,
-            check_mode=request.check_mode,
-            workload=request.workload,
-            on_stall=request.on_stall,
-            escalations=request.escalations,
-            stall_timeout=request.stall_timeout,
-            # stall_timeout counts across calls and rounds: from the last progress an earlier one saw.
-            progress_since=(self.clock.get(self.key) or {}).get(DRAIN_PROGRESS),
-        )
         try:
             # The phase's end is the drain's deadline, given where its KubeApi is made.
-            run = DrainRun(self.api.fork(deadline=end), drain_request, scope=scope)
+            run = DrainRun(self.api.fork(deadline=end), request.drain_request(self.machine, self.clock), scope=scope)
             try:
                 result = run.run()
             finally:
                 scope.seen(run.machine)  # the Machine as the drain last saw or wrote it
                 self.preview = run.report.preview
-                if run.stall.since is not None and request.stall_timeout is not None and not request.check_mode:
+                if run.stall.summary() is not None and not request.check_mode:
                     self.clock.setdefault(self.key, {})[DRAIN_PROGRESS] = run.stall.since
         except MachineError as exc:
             outcome.drain = drain_summary(exc.result)
             outcome.changed |= bool(exc.result.get("changed"))
-            if self.waiting_for_cluster(DRAIN, request.drain_timeout, exc.result, exc.msg, final):
+            if self.again.waiting_for_cluster(DRAIN, request.drain_timeout, exc.result, exc.msg, final):
                 return False
-            if exc.result.get("timed_out") and not final:
-                outcome.status, outcome.message = IN_PROGRESS, slice_message(exc.result.get("message") or exc.msg, final=False, timeout=request.drain_timeout)
+            if self.again.out_of_time(exc, request.drain_timeout, final, exc.result.get("message") or exc.msg):
                 return False
-            if exc.result.get("timed_out"):
-                exc.msg = slice_message(exc.msg, final=True, timeout=request.drain_timeout)
             raise
         outcome.drain = drain_summary(result)
         outcome.changed |= bool(result.get("changed"))
@@ -469,33 +298,19 @@ class MachineDeletion:
         outcome.step = TERMINATE
         end, final = self.phase_end(TERMINATE, request.terminate_timeout)
         scope.ends[TERMINATE] = end
-        terminate_request = TerminateRequest(
-            namespace=self.machine["namespace"],
-            machine=self.machine["name"],
-            api_version=self.machine.get("api_version"),
-            wait=True,
-            wait_sleep=request.wait_sleep,
-            instance_terminated=self.key in request.instance_terminated,
-            rules=request.rules,
-            use_cluster_rules=request.use_cluster_rules,
-            workload=request.workload,
-        )
         try:
-            result = terminate_on(self.api.fork(deadline=end), terminate_request, scope=scope)
+            result = terminate_on(self.api.fork(deadline=end), request.terminate_request(self.machine), scope=scope)
         except MachineError as exc:
             outcome.terminate = terminate_summary(exc.result)
             outcome.changed |= bool(exc.result.get("changed"))
-            if self.waiting_for_cluster(TERMINATE, request.terminate_timeout, exc.result, exc.msg, final):
+            if self.again.waiting_for_cluster(TERMINATE, request.terminate_timeout, exc.result, exc.msg, final):
                 outcome.step = exc.result.get("next_step") or TERMINATE
                 return
-            if self.retrying_node_deletion(request.terminate_timeout, exc.result, exc.msg, final):
+            if self.again.retrying_node_deletion(request.terminate_timeout, exc.result, exc.msg, final):
                 return
-            if exc.result.get("timed_out") and not final:
-                outcome.status, outcome.message = IN_PROGRESS, slice_message(exc.msg, final=False, timeout=request.terminate_timeout)
+            if self.again.out_of_time(exc, request.terminate_timeout, final, exc.msg):
                 outcome.step = exc.result.get("next_step") or TERMINATE
                 return
-            if exc.result.get("timed_out"):
-                exc.msg = slice_message(exc.msg, final=True, timeout=request.terminate_timeout)
             raise
         outcome.terminate = terminate_summary(result)
         outcome.changed |= bool(result.get("changed"))
@@ -506,6 +321,195 @@ class MachineDeletion:
             outcome.status, outcome.step, outcome.message = DONE, "release", "deleted"
         else:
             outcome.status, outcome.step = IN_PROGRESS, result.get("next_step") or TERMINATE
+
+
+class Again:
+    """A step of a Machine's deletion that could not finish in this turn (``deletion``'s): while the phase's
+    budget and the progress interval last, it is waited for and tried again - an unreachable workload
+    cluster, a Node deletion that failed - or the outcome says how far it got (its share of the call ended)."""
+
+    def __init__(self, deletion: MachineDeletion):
+        self.deletion, self.outcome = deletion, deletion.outcome
+        # (phase, timeout) of the step waited for and tried again; None: nothing is.
+        self.pending: tuple[str, int] | None = None
+
+    def waiting_for_cluster(self, phase: str, timeout: int, result: dict, message: str, final: bool) -> bool:
+        """A phase stopped because the Machine's workload cluster did not answer: while
+        the phase's budget lasts that is a wait, not a failure (True); the Machine is
+        retried after ``wait_sleep`` and the progress lines say what it waits for."""
+        cluster = result.get("unreachable")
+        if not cluster:
+            return False
+        reason = message.splitlines()[0]
+        if final and self.left(phase, timeout, time.time()) <= 0:
+            raise MachineError(f"Timed out after {timeout} s waiting for {cluster} to answer: {reason}")
+        self.outcome.status = IN_PROGRESS
+        self.outcome.message = f"Waiting for {cluster} to answer: {reason}"
+        self.pending = (phase, timeout)
+        return True
+
+    def out_of_time(self, exc: MachineError, timeout: int, final: bool, message: str) -> bool:
+        """A step stopped by its time: at the end of this call's share of the phase, in progress (True: the outcome
+        says where it stands, ``message``); at the end of the phase's budget, the failure says so (False: raise it)."""
+        if not exc.result.get("timed_out"):
+            return False
+        if not final:
+            self.outcome.status, self.outcome.message = IN_PROGRESS, slice_message(message, final=False, timeout=timeout)
+            return True
+        exc.msg = slice_message(exc.msg, final=True, timeout=timeout)
+        return False
+
+    def retrying_node_deletion(self, timeout: int, result: dict, message: str, final: bool) -> bool:
+        """The Node's deletion failed (the termination's own retries are spent): as the
+        Machine controllers requeue, it is tried again every ``wait_sleep`` while the
+        terminate budget lasts; each try also looks at the node-deletion timeout,
+        which, once passed, lets the workflow go on without the Node (True: retried)."""
+        if result.get("next_step") != STEP_NODE or not message.startswith(NODE_DELETION_FAILED):
+            return False
+        if final and self.left(TERMINATE, timeout, time.time()) <= 0:
+            return False
+        self.outcome.status, self.outcome.step = IN_PROGRESS, STEP_NODE
+        self.outcome.message = f"Retrying: {message.splitlines()[0]}"
+        self.pending = (TERMINATE, timeout)
+        return True
+
+    def left(self, phase: str, timeout: int, now: float) -> float:
+        """Seconds left of the phase's budget."""
+        return budget_left(self.deletion.clock, self.deletion.key, phase, timeout, now)
+
+    def go(self) -> bool:
+        """After a wait (an unreachable workload cluster, a failed Node deletion): pause and
+        go again while the phase's budget and the progress interval allow; False when this call ends here."""
+        if self.pending is None:
+            return False
+        deletion, (phase, timeout) = self.deletion, self.pending
+        pause = float(max(1, deletion.request.wait_sleep))
+        left = self.left(phase, timeout, time.time())
+        if deletion.slice_end is not None:
+            left = min(left, deletion.slice_end - deletion.api.monotonic())
+        if left <= pause:
+            return False
+        deletion.api.sleep(pause)
+        return True
+
+
+class ControllerFollow:
+    """The Machine's live controller carries out its deletion (decided by the round, or found between the drain
+    and the termination): it is followed through the conditions it writes, phase by phase, within the phases'
+    budgets of ``deletion`` (its :class:`MachineDeletion`), writing nothing (``_machine/waits.py``); with
+    ``on_stall: fail`` it is looked at now and then for what can never clear (the stall policy's)."""
+
+    def __init__(self, deletion: MachineDeletion):
+        self.deletion = deletion
+        self.api, self.request, self.outcome = deletion.api, deletion.request, deletion.outcome
+
+    def took_over(self, scope: MachineScope) -> bool:
+        """Between the drain and the termination, once more, on the Machine as the drain
+        last saw or wrote it: a controller that answered late (auto) carries out the
+        rest, followed, not raced."""
+        if self.request.machine_controller != AUTO or self.outcome.status in (FAILED, DONE):
+            return False
+        actor = who_deletes(scope.machine, self.request.machine_controller, self.request.controller_grace, time.time(), marked_at=scope.marked_at)
+        if not actor.controller:
+            return False
+        scope.actor = self.deletion.decided(actor)
+        self.follow(scope)
+        return True
+
+    def follow(self, scope: MachineScope) -> None:
+        request, outcome, actor = self.request, self.outcome, scope.actor
+        machine: dict | None = None if scope.gone else scope.machine
+        if request.check_mode:
+            outcome.status, outcome.step = PLANNED, "mark"
+            outcome.message = f"would mark it for deletion; {actor.reason}"
+            return
+        flavour, who = scope.flavour, f"its controller ({actor.manager})" if actor.manager else "its controller"
+        while True:
+            progress = controller_progress(machine, flavour)
+            phase = progress["phase"]
+            if phase != DRAIN:  # the terminate phase, or gone: the drain is behind it
+                outcome.drain = {**(outcome.drain or {}), "completed": True, "carried_out_by": CONTROLLER}
+            if phase == "gone":
+                outcome.status, outcome.step, outcome.message = DONE, "release", done_message(actor)
+                return
+            outcome.step = phase
+            timeout = request.drain_timeout if phase == DRAIN else request.terminate_timeout
+            end, final = self.deletion.phase_end(phase, timeout)
+            scope.ends[phase] = end
+            # With on_stall: fail the drain is looked at every now and then for what can never clear.
+            look = request.stall.look_until(end, self.api.monotonic()) if phase == DRAIN else end
+            machine, progress, done = follow_controller(self.api, machine, flavour, phase, look)
+            scope.seen(machine)
+            if done:
+                continue
+            if machine is not None:
+                found = followed_blockers(self.api, machine, flavour, progress, actor, draining=phase == DRAIN, judge=self.judge(machine, flavour))
+                outcome.followed_blockers = as_dicts(found)
+                stop = request.stall.stop_following(found, who)
+                if stop is not None:
+                    raise MachineError(stop)
+            if self.api.monotonic() < end:
+                continue  # looked at before the phase's end (on_stall: fail): follow on
+            if final and budget_left(self.deletion.clock, self.deletion.key, phase, timeout, time.time()) <= 0:
+                raise MachineError(timeout_message(actor, progress, timeout))
+            outcome.status, outcome.message = IN_PROGRESS, following_message(actor, progress)
+            return
+
+    def judge(self, machine: dict, flavour: Flavour) -> Callable[[list[Blocker]], list[Blocker]]:
+        """The budget refusals a followed controller reports, judged as the collection's own drain judges them:
+        the Pods and their budgets read on the workload side (only when the report names such refusals; the budgets
+        from the run's cache), within FOLLOW_READ_SECONDS (docs/stalls.md)."""
+
+        def judged(found: list[Blocker]) -> list[Blocker]:
+            keys = budget_refused_pods(found)
+            if not keys:
+                return found
+            reads = self.api.fork(deadline=self.api.monotonic() + FOLLOW_READ_SECONDS)
+            pods, budgets, unread = read_refused_pods(lambda: node_api(reads, machine, self.request.workload, flavour), flavour.node_name(machine), keys)
+            return judge_reported_budgets(found, pods, budgets, unread)
+
+        return judged
+
+
+class PoolPlace:
+    """What becomes of the Machine's place in its pool (``replacement``; the steps are ``_replace/run.py``'s
+    :class:`Replacing`): before the deletion request, once per call, the surge and the wait for the replacement, or
+    the owner's replicas lowered with the delete annotation (which ends in the deletion request, ``deletion.mark``);
+    when the call ends, the owner's record tidied once the Machine is gone, or the roll stopped when it failed."""
+
+    def __init__(self, deletion: MachineDeletion, replacing: Replacing):
+        self.deletion, self.replacing, self.outcome = deletion, replacing, deletion.outcome
+        # Whether this call is past the replacement's steps (they come once, before the deletion request).
+        self.prepared = False
+
+    def begin(self) -> None:
+        self.replacing.begin()
+
+    def prepare(self, machine: dict) -> tuple[bool, dict | None]:
+        """(whether the deletion goes on in this call, the Machine after the steps)."""
+        go_on, machine = self.replacing.prepare(machine, self.deletion.mark, self.deletion.slice_end)
+        state = self.replacing.state
+        self.outcome.replacement = state.as_dict()
+        self.outcome.changed |= state.changed
+        if not go_on:
+            self.outcome.status, self.outcome.step, self.outcome.message = IN_PROGRESS, "replace", state.message[:1].upper() + state.message[1:]
+            return False, machine
+        self.prepared = True
+        return True, machine
+
+    def end(self) -> None:
+        """Once this call's share of the Machine ends: the owner's record tidied when it is gone; a failure stops the roll."""
+        replacing, outcome = self.replacing, self.outcome
+        if outcome.status == DONE and not self.deletion.request.check_mode:
+            try:
+                replacing.gone()
+            except (ApiError, MachineError) as exc:
+                # The Machine is gone all the same; the next run on its owner tidies the record.
+                replacing.state.message = f"the owner's record was not tidied: {getattr(exc, 'msg', None) or exc}"
+        elif outcome.status == FAILED:
+            replacing.failed()
+        replacing.end()
+        outcome.replacement = replacing.state.as_dict()
 
 
 def surge(request: DeleteRequest) -> int:
@@ -542,13 +546,14 @@ def delete_machines(api: KubeApi, request: DeleteRequest) -> dict:
     for namespace in sorted({machine["namespace"] for machine in request.machines}):
         require_namespace(api, namespace)  # so does a mistyped namespace, which would report its Machines done
         # An escalation naming a MachineDrainRule none of the namespace's rules is fails the task before any Machine is touched.
-        if rule_names_wanted(request.escalations):
-            check_escalation_rules(api, request.escalations, list(request.rules), request.use_cluster_rules, namespace)
+        rules_for_escalations(api, request.stall.escalations, list(request.rules), request.use_cluster_rules, namespace)
     # One clock for the task: the transport's (each Machine's fork shares it).
     started = api.monotonic()
     slice_end = started + request.progress_interval if request.progress_interval and not request.check_mode else None
     clock = {key: dict(phases) for key, phases in request.clock.items()}
+    # The run keeps caches of what its Machines all read (_k8s/cache.py), and the task's Machines and Clusters.
     plan = replacement_plan(api, request)
+    api.keep_caches()
     feeds = MachineFeeds(api, request.machines)
     deletions = []
     for machine in request.machines:
@@ -566,6 +571,7 @@ def delete_machines(api: KubeApi, request: DeleteRequest) -> dict:
             outcomes = []
     finally:
         feeds.stop()
+        api.stop_caches()
     elapsed = api.monotonic() - started
     now = time.time()
     for outcome in outcomes:

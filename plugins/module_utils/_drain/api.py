@@ -1,7 +1,6 @@
 # Copyright: lifecycle.machine contributors
 # Apache License 2.0 (see LICENSE)
-"""The API side of a drain: cordon, one pass over a Node's Pods, evictions, and
-the cheap wait between passes. Thin on purpose: every decision is made by the
+"""The API side of a drain: cordon, one pass over a Node's Pods, evictions. Thin on purpose: every decision is made by the
 pure functions of ``_drain``; this file only fetches what they need and
 carries out what they decided.
 
@@ -9,11 +8,11 @@ Costs, per pass: one LIST of the Node's Pods (a field selector on
 ``spec.nodeName``), one GET of the Node, and one eviction per Pod of the
 current batch (sent concurrently). Namespaces are listed once per run (again
 only when a Pod of an unknown Namespace appears); each DaemonSet a Pod refers
-to is read once per run. Between passes a watch on the Node's Pods reports
-when the Pods the drain waits for are gone.
+to is read once per run. After the first pass the Node, its Pods and the
+budgets are watched (``feed.py``): later passes read nothing.
 
 In a ``machine_delete`` task the Namespaces, the PodDisruptionBudgets and the
-MachineDrainRules come from the task's shared feeds instead (``_workload/feed.py``:
+MachineDrainRules come from the run's cache instead (``_k8s/cache.py``:
 one LIST and one watch per cluster for all its Machines); read directly when
 there are none or they cannot answer.
 
@@ -23,43 +22,37 @@ Functions take a ``KubeApi`` and plain values, never the module object.
 from __future__ import annotations
 
 import datetime as _dt
-import threading
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
 
-from ansible_collections.lifecycle.machine.plugins.module_utils._drain.budgets import budget_groups, covering_budgets, dry_run_allowance, ready
-from ansible_collections.lifecycle.machine.plugins.module_utils._drain.escalations import Escalation, escalation_for, permission_message, permissions_needed
+from ansible_collections.lifecycle.machine.plugins.module_utils._drain.budgets import budget_groups, dry_run_allowance, ready
+from ansible_collections.lifecycle.machine.plugins.module_utils._drain.escalations import (
+    Escalation,
+    check_rule_names,
+    escalation_for,
+    permission_message,
+    permissions_needed,
+    rule_names_wanted,
+)
 from ansible_collections.lifecycle.machine.plugins.module_utils._drain.evictions import eviction_failure_message
-from ansible_collections.lifecycle.machine.plugins.module_utils._drain.gates import cordoned_control_plane_nodes, is_control_plane_node, node_machine
+from ansible_collections.lifecycle.machine.plugins.module_utils._drain.feed import NodeWatch
 from ansible_collections.lifecycle.machine.plugins.module_utils._drain.logic import (
-    PDB_MESSAGE,
     UNREACHABLE_GRACE_PERIOD_SECONDS,
     classify_pods,
     daemonset_refs,
     plan_drain,
     progress_message,
 )
-from ansible_collections.lifecycle.machine.plugins.module_utils._drain.passes import DrainPass, EvictionMemory, EvictionOutcome, PodWait
+from ansible_collections.lifecycle.machine.plugins.module_utils._drain.passes import DrainPass, EvictionMemory, EvictionOutcome
 from ansible_collections.lifecycle.machine.plugins.module_utils._drain.pods import pod_key
 from ansible_collections.lifecycle.machine.plugins.module_utils._drain.rules import SKIP, merge_rules
-from ansible_collections.lifecycle.machine.plugins.module_utils._drain.view import DrainView, budget_key
+from ansible_collections.lifecycle.machine.plugins.module_utils._drain.view import DrainView
 from ansible_collections.lifecycle.machine.plugins.module_utils._errors import MachineError
 from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.client import KubeApi
 from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.errors import ApiError
-from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.paths import Permission, resource_path
-from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.watch import watch_until
-from ansible_collections.lifecycle.machine.plugins.module_utils._machine.api import get_node, node_path
-from ansible_collections.lifecycle.machine.plugins.module_utils._machine.flavour import OPENSHIFT_GROUP
+from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.paths import BUDGETS, NAMESPACES, Permission, resource_path
+from ansible_collections.lifecycle.machine.plugins.module_utils._machine.api import node_path
 from ansible_collections.lifecycle.machine.plugins.module_utils._machine.nodes import is_node_unreachable, is_unschedulable
-from ansible_collections.lifecycle.machine.plugins.module_utils._workload.feed import (
-    BUDGETS,
-    NAMESPACES,
-    NODES,
-    cluster_feeds,
-    shared_items,
-    shared_or_listed,
-)
 
 CAPI_GROUP = "cluster.x-k8s.io"
 DRAIN_RULES_PLURAL = "machinedrainrules"
@@ -89,29 +82,6 @@ def set_unschedulable(api: KubeApi, node: dict, unschedulable: bool) -> tuple[di
     return patched, True
 
 
-def read_control_plane_gate(api: KubeApi, node_name: str) -> tuple[dict | None, list[dict], set[str]]:
-    """What OpenShift's rule for control-plane Nodes (``gates.cordoned_control_plane_nodes``) looks
-    at, through ``api`` (an OpenShift Machine's cluster holds both its Nodes and Machines): the Node,
-    the cordoned control-plane Nodes that keep it from being drained now, and, of the Machines their
-    nodelink annotation names, those being deleted (one GET each, for the verdict; one that cannot
-    be read counts as not being deleted). A Node that is gone, already cordoned or no
-    control-plane Node costs one GET and no list."""
-    node = get_node(api, node_name)
-    if node is None or is_unschedulable(node) or not is_control_plane_node(node):
-        return node, [], set()
-    others = cordoned_control_plane_nodes(node, api.list(NODES))
-    deleting = set()
-    for machine in {node_machine(other) for other in others} - {None}:
-        namespace, name = machine.split("/")
-        try:
-            found = api.get(resource_path(f"{OPENSHIFT_GROUP}/v1beta1", "machines", namespace, name))
-        except ApiError:
-            found = None
-        if found is not None and (found.get("metadata") or {}).get("deletionTimestamp"):
-            deleting.add(machine)
-    return node, others, deleting
-
-
 def list_node_pods(api: KubeApi, node_name: str) -> tuple[list[dict], str | None]:
     """Every Pod bound to the Node (all pages) and the list's resourceVersion, to watch from."""
     return api.list_with_version(resource_path("v1", "pods"), field_selector=f"spec.nodeName={node_name}")
@@ -123,8 +93,8 @@ def served_drain_rules(api: KubeApi, namespace: str) -> list[dict]:
     for version in api.served_versions(CAPI_GROUP):
         if api.discovery.resource(f"{CAPI_GROUP}/{version}", plural=DRAIN_RULES_PLURAL) is not None:
             path = resource_path(f"{CAPI_GROUP}/{version}", DRAIN_RULES_PLURAL, namespace)
-            # The task's Machines of one namespace share one list and watch of its rules (machine_delete).
-            return shared_or_listed(api, lambda feeds, path=path, version=version: feeds.feed(path, f"{CAPI_GROUP}/{version}", "MachineDrainRule"), path)
+            # The task's Machines of one namespace share one list and watch of its rules (machine_delete: the run's cache).
+            return api.cached_reader().list(path, "MachineDrainRule")
     return []
 
 
@@ -137,6 +107,19 @@ def load_drain_rules(api: KubeApi, namespace: str | None, inline: Sequence[dict]
     same Pods as skipped. Raises DrainRuleError naming an invalid rule."""
     served = served_drain_rules(api, namespace) if use_cluster_rules and namespace else []
     return merge_rules(inline or (), served, namespace)  # inline rules validated once, by the request
+
+
+def rules_for_escalations(
+    api: KubeApi, escalations: Sequence[Escalation], inline: Sequence[dict], use_cluster_rules: bool, namespace: str | None
+) -> list[dict] | None:
+    """The MachineDrainRules a drain in ``namespace`` takes, read once before anything is touched and checked
+    against the escalations naming rules (``escalations.check_rule_names``: MachineError when one names none of
+    them); None (nothing read) when no escalation names a rule."""
+    if not rule_names_wanted(escalations):
+        return None
+    rules = load_drain_rules(api, namespace, inline, use_cluster_rules)
+    check_rule_names(escalations, rules, use_cluster_rules=use_cluster_rules, namespace=namespace)
+    return rules
 
 
 class PodContext:
@@ -153,12 +136,12 @@ class PodContext:
 
     def namespaces(self, pods: list[dict]) -> dict[str, dict]:
         wanted = {(pod.get("metadata") or {}).get("namespace", "") for pod in pods}
-        shared = shared_items(self._api, lambda feeds: feeds.namespaces())
-        if shared is not None:
-            found = {ns["metadata"]["name"]: ns for ns in shared}
+        cached = self._api.cached_reader().items(NAMESPACES)
+        if cached is not None:
+            found = {ns["metadata"]["name"]: ns for ns in cached}
             if wanted <= set(found):
                 return found
-            # A Namespace the task's feed has not seen yet (just made): listed, as without the feed.
+            # A Namespace the run's cache has not seen yet (just made): listed, as without the cache.
         if self._namespaces is None or not wanted <= set(self._namespaces):
             listed = self._api.list(NAMESPACES)
             self._namespaces = {ns["metadata"]["name"]: ns for ns in listed}
@@ -242,12 +225,12 @@ def _eviction_landed(api: KubeApi, pod: dict):
 
 
 def list_budgets(api: KubeApi) -> list[dict]:
-    """Every PodDisruptionBudget (the task's shared feed's, when it has one); ``[]`` when they
-    cannot be listed (the grouping is an optimisation). A stale budget may only cost an eviction
-    the API server refuses, never one it would not allow: the eviction API decides."""
-    shared = shared_items(api, lambda feeds: feeds.budgets())
-    if shared is not None:
-        return shared
+    """Every PodDisruptionBudget (the run's cache's, when it keeps one: a stale budget may only cost an
+    eviction the API server refuses, ``_k8s/cache.py`` rule 4); ``[]`` when they cannot be listed (the
+    grouping is an optimisation)."""
+    cached = api.cached_reader().items(BUDGETS)
+    if cached is not None:
+        return cached
     try:
         return api.list(BUDGETS)
     except ApiError:
@@ -403,9 +386,9 @@ def drain_pass(
         node, pods, watched_budgets = observed.snapshot()
         budget_versions = DrainView(None, [], watched_budgets).budget_versions()
     else:
-        # A GET, never the task's shared feed of Nodes: the cordon below is an unguarded merge
+        # Live, never the run's cache of Nodes: the cordon below is an unguarded merge
         # patch decided from this read, so it takes the server's word, not a watch's copy.
-        node, pods, watched_budgets = get_node(api, node_name), None, None
+        node, pods, watched_budgets = api.live_reader().get(node_path(node_name)), None, None
     if node is None:
         return DrainPass(node=None)
     result = DrainPass(node=node, unreachable=is_node_unreachable(node))
@@ -450,192 +433,6 @@ def drain_pass(
     )
     result.message = progress_message(started_at, result.plan, result.outcome.failures, result.outcome.gone)
     return result
-
-
-def wait_for_pods(api: KubeApi, node_name: str, resource_version: str | None, waiting_for: set[str], deadline: float) -> str:
-    """Wait, with a watch on the Node's Pods, until every Pod of ``waiting_for``
-    is gone or a new Pod is bound to the Node, or ``deadline`` (an instant of
-    the transport's clock, ``api.monotonic()``) passes.
-
-    Returns why it stopped: ``"gone"``, ``"added"``, ``"timeout"`` or
-    ``"resync"`` (the watch could not continue; the next pass re-lists).
-    """
-    if resource_version is None:
-        api.sleep(min(deadline - api.monotonic(), 1.0))
-        return "resync"
-    wait = PodWait(waiting_for)
-    stopped: list[str] = []
-
-    def see(event: dict) -> bool:
-        reason = wait.see(event)
-        if reason:
-            stopped.append(reason)
-        return reason is not None
-
-    try:
-        outcome = watch_until(
-            api, resource_path("v1", "pods"), on_event=see, deadline=deadline, resource_version=resource_version, field_selector=f"spec.nodeName={node_name}"
-        )
-    except ApiError:
-        # No permission to watch (RBAC can allow LIST alone): the passes still work, just polled.
-        api.sleep(max(0.0, deadline - api.monotonic()))
-        return "resync"
-    return stopped[0] if stopped else outcome
-
-
-# A watch of the drain is opened again this often, so that a stopped drain's watches end soon.
-NODE_WATCH_SECONDS = 30
-# How often a pause looks whether the run was cancelled.
-CANCEL_CHECK_SECONDS = 0.25
-
-
-class NodeWatch:
-    """Keeps a :class:`DrainView` current from three watches in background threads
-    (the Node, its Pods, every PodDisruptionBudget) and lets the drain sleep until
-    the view says to wake.
-
-    Started after the first pass, from what that pass listed. When a watch cannot
-    run (no permission to watch, say), ``failed`` is set and the drain falls back
-    to listing on every pass.
-
-    In a ``machine_delete`` task the budgets come from the task's one feed of the
-    cluster's budgets (``_workload/feed.py``), which tells every drain's view of each
-    change, instead of a list and a watch of every budget per drain. Either way the
-    view is as fresh as a watch: the eviction API stays the authority on what a budget
-    allows (a stale allowance costs a refused eviction, retried; never an extra one).
-    """
-
-    def __init__(self, api: KubeApi, node_name: str, view: DrainView, *, deadline: float):
-        self.api = api
-        self.node_name = node_name
-        self.view = view
-        self.deadline = deadline
-        self._failed = False
-        self._cond = threading.Condition()
-        self._stopped = threading.Event()
-        self._threads: list[threading.Thread] = []
-        self._feed: Any = None  # the task's shared budget feed this view listens to, if any
-
-    @classmethod
-    def start(cls, api: KubeApi, drain: DrainPass, node_name: str, *, deadline: float) -> NodeWatch | None:
-        """Watch from what ``drain`` (a pass that listed) saw; None when the budgets cannot be listed."""
-        if drain.node is None or drain.resource_version is None:
-            return None
-        feeds = cluster_feeds(api)
-        feed = feeds.budgets() if feeds is not None else None
-        watch = cls(api, node_name, DrainView(drain.node, drain.pods, []), deadline=deadline)
-        budgets_version = None
-        # The view starts from the feed's budgets (told first, as a relist), then hears each change.
-        if feed is not None and feed.listen(watch._budget_change):
-            watch._feed = feed
-        else:
-            try:
-                budgets, budgets_version = api.list_with_version(BUDGETS)
-            except ApiError:
-                return None
-            watch.view = DrainView(drain.node, drain.pods, budgets)
-        pods_version = drain.resource_version
-        # resourceVersions are the store's revisions, shared by every resource: the Node is watched from the Pods' list.
-        watch._spawn("pods", resource_path("v1", "pods"), f"spec.nodeName={node_name}", pods_version, feed=watch.view.pod_event, relist=watch._relist_pods)
-        watch._spawn("nodes", NODES, f"metadata.name={node_name}", pods_version, feed=watch.view.node_event, relist=watch._relist_node)
-        if budgets_version:
-            watch._spawn("budgets", BUDGETS, None, budgets_version, feed=watch.view.budget_event, relist=watch._relist_budgets)
-        return watch
-
-    @property
-    def failed(self) -> bool:
-        """A watch of its own, or the task's budget feed it listens to, stopped."""
-        return self._failed or (self._feed is not None and self._feed.failed)
-
-    def _budget_change(self, kind: str, obj: Any) -> None:
-        """A change the task's budget feed tells (in its thread): the view notes it, and a pause it ends wakes."""
-        with self._cond:
-            reason = self.view.replace_budgets(obj) if kind == "RELISTED" else self.view.budget_event(kind, obj)
-            if reason is not None:
-                self._cond.notify_all()
-
-    def _spawn(self, name: str, collection: str, field_selector: str | None, version: str | None, *, feed, relist) -> None:
-        def on_event(event: dict) -> bool:
-            with self._cond:
-                if feed(event["type"], event.get("object") or {}) is not None:
-                    self._cond.notify_all()
-            return self._stopped.is_set()
-
-        def run() -> None:
-            try:
-                watch_until(
-                    self.api,
-                    collection,
-                    on_event=on_event,
-                    deadline=self.deadline,
-                    resource_version=version,
-                    field_selector=field_selector,
-                    relist=relist,
-                    max_watch=NODE_WATCH_SECONDS,
-                )
-            except Exception:
-                with self._cond:
-                    self._failed = True
-                    self._cond.notify_all()
-
-        thread = threading.Thread(target=run, name=f"lifecycle-machine-drain-{name}", daemon=True)
-        self._threads.append(thread)
-        thread.start()
-
-    def _relist_pods(self) -> tuple[bool, str | None]:
-        pods, version = list_node_pods(self.api, self.node_name)
-        with self._cond:
-            if self.view.replace_pods(pods) is not None:
-                self._cond.notify_all()
-        return self._stopped.is_set(), version
-
-    def _relist_node(self) -> tuple[bool, str | None]:
-        nodes, version = self.api.list_with_version(NODES, field_selector=f"metadata.name={self.node_name}")
-        with self._cond:
-            reason = self.view.node_event("MODIFIED", nodes[0]) if nodes else self.view.node_event("DELETED", {})
-            if reason is not None:
-                self._cond.notify_all()
-        return self._stopped.is_set(), version
-
-    def snapshot(self) -> tuple[dict | None, list[dict], list[dict]]:
-        """(Node, its Pods, the budgets) as the watches last reported them."""
-        with self._cond:
-            return self.view.snapshot()
-
-    def _relist_budgets(self) -> tuple[bool, str | None]:
-        budgets, version = self.api.list_with_version(BUDGETS)
-        with self._cond:
-            if self.view.replace_budgets(budgets) is not None:
-                self._cond.notify_all()
-        return self._stopped.is_set(), version
-
-    def wait(self, drain: DrainPass, retry_budgets: set[str], end: float) -> str:
-        """Sleep until the view says to wake (``gone``, ``added``, ``budget``, ``node``) after
-        ``drain``, a watch fails (``resync``) or ``end`` (an instant of the transport's clock) passes (``timeout``)."""
-        clock = self.api.monotonic
-        # A pass that listed (the first) saw budgets older than the watch's: any allowance now is news.
-        seen_budgets = drain.budget_versions or dict.fromkeys(retry_budgets, "")
-        with self._cond:
-            self.view.expect(drain.waiting_for(), retry_budgets, seen_pods={pod_key(pod) for pod in drain.pods}, seen_budgets=seen_budgets)
-            # In short slices, so that a cancelled run (signal handler) is noticed at once.
-            while self.view.reason is None and not self.failed and not self.api.cancelled and clock() < end:
-                self._cond.wait(timeout=min(CANCEL_CHECK_SECONDS, max(0.0, end - clock())))
-            if self.view.reason is not None:
-                return self.view.reason
-            return "resync" if self.failed or self.api.cancelled else "timeout"
-
-    def stop(self) -> None:
-        """Let the watches end (each at its next event or within NODE_WATCH_SECONDS), and stop listening to the task's feed."""
-        self._stopped.set()
-        if self._feed is not None:
-            self._feed.unlisten(self._budget_change)
-
-
-def refused_budgets(drain: DrainPass, budgets: list[dict]) -> set[str]:
-    """``namespace/name`` of the budgets covering the Pods whose eviction a budget refused in this pass."""
-    refused = {key for message, keys in drain.outcome.failures.items() if message.startswith(PDB_MESSAGE) for key in keys}
-    pods = [pod for pod in drain.pods if pod_key(pod) in refused]
-    return {budget_key(budget) for pod in pods for budget in covering_budgets(pod, budgets)}
 
 
 class SkippedPods:

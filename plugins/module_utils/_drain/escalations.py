@@ -14,12 +14,13 @@ evicted - the budget is not asked. Each such deletion is recorded as a Warning E
 ``DrainEscalated`` on the Machine, naming the reason the user gave, and in the
 result. Pods the drain skips (DaemonSet, static, skip label or rule) are never
 touched; nothing is escalated before the deadline, in check mode nothing is
-deleted (the result says what would be).
+deleted (the result says what would be). Escalations naming MachineDrainRules are checked
+against the task's rules before anything is touched (:func:`check_rule_names`), once per task.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from ansible_collections.lifecycle.machine.plugins.module_utils._drain.selectors import labels_of, match_label_selector, selector_requirements
@@ -200,3 +201,29 @@ def permission_message(option: str, permission: str, cluster: str) -> str:
         f"(the API server's SelfSubjectAccessReview says so). Bind the {POD_DELETE_ROLE} ClusterRole of extensions/awx/rbac.yml "
         f"(or a Role granting delete on pods) to it, or leave {option.partition('[')[0]} out. Nothing was changed."
     )
+
+
+def check_rule_names(escalations: Sequence[Escalation], rules: Sequence[dict], *, use_cluster_rules: bool, namespace: str | None) -> None:
+    """MachineError when an escalation's ``drain_rules`` names none of ``rules`` (the task's, as read before
+    anything is touched: its inline rules and, with ``use_cluster_rules``, the MachineDrainRules of
+    ``namespace``): such an escalation could never apply."""
+    known = [rule["name"] for rule in rules]
+    unknown = unknown_rule_names(escalations, known)
+    if not unknown:
+        return
+    if use_cluster_rules and namespace:
+        where = f"its inline rules and the MachineDrainRules of namespace {namespace}"
+    elif use_cluster_rules:
+        where = "its inline rules; a Node given by name reads the cluster's MachineDrainRules only with namespace"
+    else:
+        where = "its inline rules; use_cluster_rules is false"
+    raise MachineError(unknown_rules_message(unknown, known, where))
+
+
+def record(escalated: Sequence[tuple[str, Escalation]], note: Callable[[str, Escalation], None], warn: Callable[[str, str], None] | None) -> None:
+    """Each Pod a pass deleted instead of evicting, as the user asked: noted in the result (``note``) and, with
+    ``warn`` (a Machine, not in check mode), a Warning Event on the Machine naming who asked for it and why."""
+    for key, escalation in escalated:
+        note(key, escalation)
+        if warn is not None:
+            warn(EVENT_REASON, event_message(key, escalation))

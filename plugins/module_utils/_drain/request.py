@@ -8,8 +8,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ansible_collections.lifecycle.machine.plugins.module_utils._drain.escalations import Escalation, normalize_escalations
 from ansible_collections.lifecycle.machine.plugins.module_utils._drain.rules import normalize_rules
+from ansible_collections.lifecycle.machine.plugins.module_utils._drain.stall_policy import StallPolicy, progress_since
 from ansible_collections.lifecycle.machine.plugins.module_utils._machine.controller import AUTO, DEFAULT_GRACE
 from ansible_collections.lifecycle.machine.plugins.module_utils._options.logic import check_options, empty_names, invalid_names, seconds
 from ansible_collections.lifecycle.machine.plugins.module_utils._timeutil import now as utc_now
@@ -45,14 +45,8 @@ class DrainRequest:
     # Who drains a Machine being deleted: its live controller (followed) or the collection (_machine/controller.py).
     machine_controller: str = AUTO
     controller_grace: int = DEFAULT_GRACE
-    # wait, or fail once a blocker can never clear as things stand (docs/stalls.md).
-    on_stall: str = "wait"
-    # What the user asked to be done instead of evicting, after a deadline (docs/stalls.md).
-    escalations: Sequence[Escalation] = ()
-    # Fail once the drain made no progress for this many seconds; None: never (docs/stalls.md).
-    stall_timeout: int | None = None
-    # When the drain last made progress (epoch seconds), as an earlier call or round saw it; None: not known.
-    progress_since: float | None = None
+    # on_stall, stall_timeout, escalations and the last progress an earlier call saw (stall_policy.py).
+    stall: StallPolicy = field(default_factory=StallPolicy)
 
     @classmethod
     def from_params(cls, params: dict[str, Any], check_mode: bool) -> DrainRequest:
@@ -64,7 +58,7 @@ class DrainRequest:
             errors.append(f"progress_since must be epoch seconds no later than now, as a result's stall.progress_since says (got {params['progress_since']!r})")
         check_options("machine_drain", params, BOUNDS, errors=errors)
         rules = normalize_rules(params["rules"] or [])  # validated once, here; bad rules fail before anything is read
-        escalations = normalize_escalations(params.get("escalations"))  # so are escalations
+        stall = StallPolicy.from_params(params, since=since)  # so are escalations
         return cls(
             node=params["node"],
             machine=params["machine"],
@@ -83,25 +77,10 @@ class DrainRequest:
             workload=workload,
             machine_controller=params.get("machine_controller") or AUTO,
             controller_grace=DEFAULT_GRACE if params.get("controller_grace") is None else params["controller_grace"],
-            on_stall=params.get("on_stall") or "wait",
-            escalations=escalations,
-            stall_timeout=params.get("stall_timeout"),
-            progress_since=since,
+            stall=stall,
         )
 
     @property
     def waits(self) -> bool:
         """Whether the task waits (at the preDrain gate, between passes): never in check mode."""
         return self.wait and not self.check_mode
-
-
-def progress_since(value: Any, now: float) -> float | None:
-    """Epoch seconds of the drain's last progress from an option (an earlier round's
-    ``stall.progress_since``); None when unset or not a time up to now (a minute of skew allowed)."""
-    if value is None or isinstance(value, bool):
-        return None
-    try:
-        since = float(value)
-    except (TypeError, ValueError):
-        return None
-    return since if 0 < since <= now + 60 else None

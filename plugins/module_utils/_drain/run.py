@@ -9,13 +9,17 @@ being deleted the drain records its start time once and writes the flavour's
 conditions and Events after every pass (:class:`MachineProgress`, through
 ``_machine.api.DeletionRecorder``).
 Given a Node: the drain alone. The passes over the Node, the pause between
-them and the task's deadline are :class:`DrainPasses`; :class:`DrainRun`
-wires them and turns what happened into the result (``report.DrainReport``).
+them and the task's deadline are :class:`DrainPasses`; :class:`DrainRun` is
+the task (its target, gates, cordon or drain, the result: ``report.DrainReport``)
+and :class:`Drain` the drain, which calls a room for each concern beside
+draining: OpenShift's control-plane turn (``waits.py``), the escalations
+(``escalations.py``), the stall policy (``stall_policy.py``); a Machine its
+live controller deletes is followed instead (``_machine/waits.py``).
 
 Everything here takes a ``KubeApi`` and plain values. Decisions are made by
 the pure files of ``_drain`` (``logic``, ``gates``, ``pacing``, ``report``);
-API calls are in ``_drain.api`` and ``_machine.api``. Waits and deadlines are
-on the transport's clock (``api.monotonic()``, ``api.sleep()``).
+API calls are in ``_drain.api``, ``_drain.feed`` and ``_machine.api``. Waits and
+deadlines are on the transport's clock (``api.monotonic()``, ``api.sleep()``).
 """
 
 from __future__ import annotations
@@ -26,29 +30,18 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from ansible_collections.lifecycle.machine.plugins.module_utils._drain import escalations
 from ansible_collections.lifecycle.machine.plugins.module_utils._drain.api import (
     DrainPass,
-    NodeWatch,
     PodContext,
     check_permissions,
     drain_pass,
-    get_node,
     load_drain_rules,
-    read_control_plane_gate,
-    refused_budgets,
+    rules_for_escalations,
     set_unschedulable,
-    wait_for_pods,
 )
-from ansible_collections.lifecycle.machine.plugins.module_utils._drain.escalations import EVENT_REASON as ESCALATED_EVENT
-from ansible_collections.lifecycle.machine.plugins.module_utils._drain.escalations import event_message as escalation_event
-from ansible_collections.lifecycle.machine.plugins.module_utils._drain.escalations import (
-    rule_names_wanted,
-    unknown_rule_names,
-    unknown_rules_message,
-)
+from ansible_collections.lifecycle.machine.plugins.module_utils._drain.feed import NodeWatch, refused_budgets, wait_for_pods
 from ansible_collections.lifecycle.machine.plugins.module_utils._drain.gates import (
-    CONTROL_PLANE_RETRY_SECONDS,
-    control_plane_refusal_message,
     drain_skip_reason,
     drain_timeout_left,
     gate_timeout_message,
@@ -60,8 +53,10 @@ from ansible_collections.lifecycle.machine.plugins.module_utils._drain.passes im
 from ansible_collections.lifecycle.machine.plugins.module_utils._drain.report import DrainReport, go_quote, machine_summary, with_unschedulable
 from ansible_collections.lifecycle.machine.plugins.module_utils._drain.request import ACTIONS, DRAINED, UNCORDONED, DrainRequest
 from ansible_collections.lifecycle.machine.plugins.module_utils._drain.rules import normalize_rules
-from ansible_collections.lifecycle.machine.plugins.module_utils._drain.stalls import PROGRESS_CARRIED, ProgressClock, control_plane_blockers, stall_message
+from ansible_collections.lifecycle.machine.plugins.module_utils._drain.stall_policy import STALLED_EVENT
+from ansible_collections.lifecycle.machine.plugins.module_utils._drain.waits import ControlPlaneTurn
 from ansible_collections.lifecycle.machine.plugins.module_utils._errors import MachineError
+from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.cache import CachedObject
 from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.client import KubeApi
 from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.errors import ApiError, Cancelled, ran_out_of_time, unanswered_cluster
 from ansible_collections.lifecycle.machine.plugins.module_utils._machine.api import (
@@ -69,13 +64,14 @@ from ansible_collections.lifecycle.machine.plugins.module_utils._machine.api imp
     emit_event,
     find_node_ref,
     get_cluster,
+    get_node,
     node_steps_skip_reason,
     ref_path,
     refresh,
     select_machines,
     wait_for_machine,
 )
-from ansible_collections.lifecycle.machine.plugins.module_utils._machine.blockers import NEVER, as_dicts, hook_blockers
+from ansible_collections.lifecycle.machine.plugins.module_utils._machine.blockers import as_dicts, hook_blockers
 from ansible_collections.lifecycle.machine.plugins.module_utils._machine.conditions import (
     STAGE_DRAIN_FAILED,
     STAGE_DRAIN_SKIPPED,
@@ -87,8 +83,6 @@ from ansible_collections.lifecycle.machine.plugins.module_utils._machine.conditi
 from ansible_collections.lifecycle.machine.plugins.module_utils._machine.controller import ABSENT
 from ansible_collections.lifecycle.machine.plugins.module_utils._machine.deletion import node_work_over, object_state
 from ansible_collections.lifecycle.machine.plugins.module_utils._machine.flavour import (
-    CAPI_GROUP,
-    OPENSHIFT,
     PRE_DRAIN,
     Flavour,
     Hook,
@@ -97,12 +91,11 @@ from ansible_collections.lifecycle.machine.plugins.module_utils._machine.flavour
     machine_label,
 )
 from ansible_collections.lifecycle.machine.plugins.module_utils._machine.nodes import is_unschedulable
-from ansible_collections.lifecycle.machine.plugins.module_utils._machine.scope import MachineScope
+from ansible_collections.lifecycle.machine.plugins.module_utils._machine.scope import CachedMachines, MachineScope
 from ansible_collections.lifecycle.machine.plugins.module_utils._machine.selection import MachineSelection
 from ansible_collections.lifecycle.machine.plugins.module_utils._machine.waits import followed_deletion
-from ansible_collections.lifecycle.machine.plugins.module_utils._timeutil import now, rfc3339
+from ansible_collections.lifecycle.machine.plugins.module_utils._timeutil import now
 from ansible_collections.lifecycle.machine.plugins.module_utils._workload import api as workload
-from ansible_collections.lifecycle.machine.plugins.module_utils._workload.feed import SharedObject, shared_object
 from ansible_collections.lifecycle.machine.plugins.module_utils._workload.logic import provider_id_conflict
 
 Fail = Callable[..., MachineError]
@@ -130,7 +123,7 @@ class DrainGate:
         slice_end: float | None = None,
         node_side: Callable[[], KubeApi] | None = None,
         reread: Callable[[dict], dict | None] | None = None,
-        view: Any = None,
+        view: CachedMachines | None = None,
     ):
         self.api = api
         self.recorder = recorder
@@ -146,9 +139,9 @@ class DrainGate:
         # The Machine's workload cluster, where a Node is looked for by providerID.
         self.node_side = node_side or (lambda: api)
         # The InfraMachine, looked at before each pass while the Machine is being deleted: in a
-        # machine_delete task through the task's shared feed of its kind in its namespace (the one the
-        # termination follows it through), else a GET each look (_workload/feed.SharedObject).
-        self._infrastructure: tuple[ObjectRef, SharedObject] | None = None
+        # machine_delete task through the run's cache of its kind in its namespace (the one the
+        # termination follows it through), else a GET each look (_k8s/cache.CachedObject).
+        self._infrastructure: tuple[ObjectRef, CachedObject] | None = None
 
     @property
     def machine(self) -> dict:
@@ -188,22 +181,22 @@ class DrainGate:
         if reason or not self.recorder.deleting:
             return reason
         over = node_work_over(self.flavour, self.machine, None)
-        if over is None and self.flavour.group == CAPI_GROUP:  # a recorded time or no reference settles it without a read
+        if over is None and self.flavour.capi_node_rules:  # a recorded time or no reference settles it without a read
             over = node_work_over(self.flavour, self.machine, object_state(self.infrastructure()))
         return f"Machine {machine_label(self.machine)}: {over}" if over else None
 
     def infrastructure(self) -> dict | None:
         """The InfraMachine as now known; None when the Machine has none, or it is gone.
 
-        Read from the task's shared feed (machine_delete), this is safe: the InfraMachine counts as
-        gone only on the server's word (SharedObject reads what the feed has not shown with a GET),
+        Read from the run's cache (machine_delete), this is safe: the InfraMachine counts as
+        gone only on the server's word (``_k8s/cache.py`` rule 2: what the cache has not shown is read),
         and "being deleted" cannot be undone, so a copy the watch has not caught up with can only
         hold the skip until a later pass, never skip a drain the server would not."""
         ref = self.flavour.infrastructure_ref(self.machine)
         if ref is None:
             return None
         if self._infrastructure is None or self._infrastructure[0] != ref:
-            self._infrastructure = (ref, shared_object(self.api, ref_path(self.api, ref), ref.kind))
+            self._infrastructure = (ref, self.api.cached_reader().follow(ref_path(self.api, ref), ref.kind))
         return self._infrastructure[1].read()
 
     def pre_drain(self) -> list[Hook]:
@@ -239,8 +232,6 @@ class DrainGate:
         return []
 
 
-# How many of the blockers that can never clear a stalled drain's failure names.
-MAX_STALL_REASONS = 3
 # How often a drain starts watching its Node again after its watches failed.
 MAX_WATCH_STARTS = 3
 
@@ -265,7 +256,7 @@ class DrainPasses:
         deadline: float,
         flavour: Flavour | None = None,
         node_side: Callable[[], KubeApi] | None = None,
-        view: Any = None,
+        view: CachedMachines | None = None,
     ):
         # The Machine, its Cluster and the MachineDrainRules are read through ``api`` (the Cluster
         # from ``view``, the task's feeds, when there is one); the Node, its Pods and budgets
@@ -321,13 +312,13 @@ class DrainPasses:
             disable_eviction=self.request.disable_eviction,
             observed=watch,
             memory=self.memory,
-            escalations=self.request.escalations,
+            escalations=self.request.stall.escalations,
         )
         if act and watch is None and self.request.wait and self.watch_starts < MAX_WATCH_STARTS and not drain.completed:
             # A watch that failed (no permission to watch, say) is tried again a few times, then the passes list.
             self.stop_watching()
             self.watch_starts += 1
-            if getattr(self.api, "background_watches", True):
+            if self.api.background_watches:
                 self.watch = NodeWatch.start(self.node_api, drain, node_name, deadline=self.deadline)
         return drain
 
@@ -398,7 +389,8 @@ class MachineProgress:
 
 
 class DrainRun:
-    """One task: find the target, pass its gates, cordon/drain, report."""
+    """One task: find the target, pass its gates, cordon or drain (:class:`Drain`), report; a Machine its live
+    controller is deleting is not drained but followed (``_machine/waits.followed_deletion``)."""
 
     def __init__(self, api: KubeApi, request: DrainRequest, *, scope: MachineScope | None = None, started: float | None = None):
         """``api`` is the task's fork: its deadline is the task's (:func:`run_drain` gives it
@@ -408,7 +400,6 @@ class DrainRun:
         asked about (``machine_controller``)."""
         self.request = request
         self.scope = scope
-        self.actor = scope.actor if scope is not None else None
         self.started = api.monotonic() if started is None else started
         # The task's one deadline, read from its fork: retries and reads never outlast it
         # (a task that does not wait has none: they are bounded by the retry budget).
@@ -422,23 +413,19 @@ class DrainRun:
         self.progress = MachineProgress(None)
         self.gate: DrainGate | None = None
         self.passes: DrainPasses | None = None
-        self._node_api: KubeApi | None = None
+        # Where the Node is: the task's own cluster for a Node given by name or an OpenShift Machine; a Cluster
+        # API Machine's workload cluster, connected the first time the Node is needed (a Machine without a Node needs none).
+        self.node_side = workload.NodeSide(api, lambda: self.machine, request.workload, lambda: self.recorder.flavour)
         # When the drain last made progress (wall clock, epoch seconds), for stall_timeout (docs/stalls.md).
-        carried = request.progress_since is not None
-        self.stall = ProgressClock(timeout=request.stall_timeout, since=request.progress_since, what=PROGRESS_CARRIED if carried else "")
+        self.stall = request.stall.clock()
 
     def node_api(self) -> KubeApi:
-        """Where the Node is: the task's own cluster for a Node given by name or an
-        OpenShift Machine; a Cluster API Machine's workload cluster, connected the
-        first time the Node is needed (a Machine without a Node needs none)."""
-        if self._node_api is None:
-            machine = self.machine
-            try:
-                self._node_api = self.api if machine is None else workload.node_api(self.api, machine, self.request.workload, self.recorder.flavour)
-            except MachineError as exc:  # no way to the workload cluster: the Machine says so, nothing is touched
-                self.progress.failed(self.report.node_name, exc.msg)
-                raise self.fail(exc.msg) from None
-        return self._node_api
+        """The connection to the Node (``node_side``); no way to the workload cluster: the Machine says so, nothing is touched."""
+        try:
+            return self.node_side()
+        except MachineError as exc:
+            self.progress.failed(self.report.node_name, exc.msg)
+            raise self.fail(exc.msg) from None
 
     # -- the result ----------------------------------------------------------
     @property
@@ -446,28 +433,18 @@ class DrainRun:
         return self.recorder.machine if self.recorder is not None else None
 
     def result(self, completed: bool, message: str, **extra: Any) -> dict:
-        recorder = self.recorder
-        if self.stall.timeout is not None and self.stall.since is not None and "stall" not in extra:
-            extra["stall"] = self.stall_summary()
+        recorder, stall = self.recorder, self.stall.summary()
+        if stall is not None and "stall" not in extra:
+            extra["stall"] = stall
         return self.report.result(
             completed,
             message,
             elapsed=self.api.monotonic() - self.started,
-            api_requests=self.api.request_count + (self._node_api.request_count if self._node_api not in (None, self.api) else 0),
+            api_requests=self.api.request_count + (self.node_side.made.request_count if self.node_side.made not in (None, self.api) else 0),
             machine=machine_summary(recorder.machine, recorder.flavour) if recorder is not None else None,
             machine_changed=recorder is not None and recorder.changed,
             **extra,
         )
-
-    def stall_summary(self) -> dict:
-        """When the drain last made progress and what it was: a later round or call counts on from there."""
-        since = self.stall.since
-        return {
-            "timeout": self.stall.timeout,
-            "progress_since": since,
-            "progress_at": rfc3339(_dt.datetime.fromtimestamp(since, _dt.UTC)),
-            "progress": self.stall.what,
-        }
 
     def fail(self, msg: str, **extra: Any) -> MachineError:
         """A failure carrying the partial result (what was seen and done so far)."""
@@ -490,8 +467,7 @@ class DrainRun:
             flavour = self.recorder.flavour if self.recorder is not None else None
             view = self.scope.view if self.scope is not None else None
             self.passes = DrainPasses(self.api, request, inline_rules=inline_rules, deadline=self.deadline, flavour=flavour, node_side=self.node_api, view=view)
-            self.check_escalation_rules()
-            self.check_permissions()
+            self.check_escalations()
             if self.gate is not None:
                 final = self.machine_checks(first=True)
                 if final is not None:
@@ -504,46 +480,39 @@ class DrainRun:
         except Cancelled as exc:
             raise self.fail(f"Cancelled: {exc}") from None
 
-    def check_escalation_rules(self) -> None:
-        """Escalations naming MachineDrainRules (``drain_rules``): the rules are read now, before
-        anything is touched, and a name none of them has fails the task (it could never apply)."""
+    def check_escalations(self) -> None:
+        """Before anything is touched: escalations naming MachineDrainRules (``drain_rules``) - the rules are read now,
+        and a name none of them has fails the task (it could never apply) - and what the escalations and
+        ``disable_eviction`` need (plain Pod deletion), asked where the Node's Pods are (a drain with no Node to drain
+        asks nothing); nothing is written, not even on the Machine."""
         request = self.request
-        if request.state != DRAINED or not rule_names_wanted(request.escalations):
+        if request.state != DRAINED:
             return
         namespace = self.machine["metadata"]["namespace"] if self.machine is not None else request.namespace
+        node = self.machine is None or self.recorder.flavour.node_name(self.machine) is not None
         try:
-            self.passes.loaded_rules = check_escalation_rules(self.api, request.escalations, self.passes.inline_rules, request.use_cluster_rules, namespace)
+            self.passes.loaded_rules = rules_for_escalations(
+                self.api, request.stall.escalations, self.passes.inline_rules, request.use_cluster_rules, namespace
+            )
+            if (request.stall.escalations or request.disable_eviction) and node:
+                check_permissions(self.node_api(), request.stall.escalations, disable_eviction=request.disable_eviction)
         except MachineError as exc:
             raise self.fail(exc.msg) from None
-
-    def check_permissions(self) -> None:
-        """What ``escalations`` and ``disable_eviction`` need (plain Pod deletion), asked where the Node's Pods are
-        before anything is touched; a drain with no Node to drain asks nothing."""
-        request = self.request
-        if request.state != DRAINED or not (request.escalations or request.disable_eviction):
-            return
-        if self.machine is not None and self.recorder.flavour.node_name(self.machine) is None:
-            return
-        try:
-            check_permissions(self.node_api(), request.escalations, disable_eviction=request.disable_eviction)
-        except MachineError as exc:
-            raise self.fail(exc.msg) from None  # nothing is written, not even on the Machine
 
     def check_node(self, node: dict | None) -> None:
         """Refuse a Node that is not the Machine's own although it has the name
         (both providerIDs set and different): it is neither cordoned nor drained."""
         if self.machine is None or node is None:
             return
-        api = self.node_api()
-        conflict = provider_id_conflict(self.machine, node, api.label or "the cluster")
+        conflict = provider_id_conflict(self.machine, node, self.node_api().label or "the cluster")
         if conflict:
             self.progress.failed(self.report.node_name, conflict)
             raise self.fail(conflict)
 
     def load_machine(self) -> None:
-        request = self.request
-        if self.scope is not None:
-            machine, flavour = self.scope.machine, self.scope.flavour
+        request, scope = self.request, self.scope
+        if scope is not None:
+            machine, flavour = scope.machine, scope.flavour
         else:
             (machine,) = select_machines(self.api, MachineSelection(machine=request.machine, namespace=request.namespace, api_version=request.api_version))
             flavour = flavour_for(machine)
@@ -558,16 +527,16 @@ class DrainRun:
             fail=self.fail,
             slice_end=self.slice_end,
             node_side=self.node_api,
-            reread=self.scope.reread if self.scope is not None else None,
-            view=self.scope.view if self.scope is not None else None,
+            reread=scope.reread if scope is not None else None,
+            view=scope.view if scope is not None else None,
         )
 
     def followed(self) -> dict | None:
-        """A Machine its live controller is deleting is not drained here: the controller's
-        drain is followed (nothing written), on the Machine the run read and within the
+        """A Machine its live controller is deleting is not drained here: the controller's drain is followed
+        (``_machine/waits.followed_deletion``: nothing written), on the Machine the run read and within the
         task's deadline; None when the collection drains."""
-        request = self.request
-        if request.state != DRAINED or request.machine_controller == ABSENT or (self.actor is not None and not self.actor.controller):
+        request, actor = self.request, self.scope.actor if self.scope is not None else None
+        if request.state != DRAINED or request.machine_controller == ABSENT or (actor is not None and not actor.controller):
             return None
         followed = followed_deletion(
             self.api,
@@ -578,7 +547,7 @@ class DrainRun:
             wait=request.waits,
             wait_timeout=self.wait_timeout,
             deadline=self.deadline,
-            actor=self.actor,
+            actor=actor,
         )
         if followed is None:
             return None
@@ -595,7 +564,7 @@ class DrainRun:
             raise self.fail(paused)
         reason = gate.node_skip_reason()
         if reason:
-            if not gate.node_name() and gate.flavour.name == OPENSHIFT:
+            if not gate.node_name() and gate.flavour.drain_skipped_without_node:
                 self.progress.skipped()  # as OpenShift's drain controller: Drained True, "Node drain skipped"
             return self.skipped(reason)
         self.report.node_name = gate.node_name()
@@ -649,161 +618,18 @@ class DrainRun:
         done = "uncordoned" if schedulable else "cordoned"
         return self.result(True, f"Node {node_name} {done}" if changed else f"Node {node_name} was already {done}")
 
-    # -- the drain -----------------------------------------------------------
     def drain(self) -> dict:
+        """The drain of the Node (:class:`Drain`), after the check that it is the Machine's own."""
         if self.machine is not None and (self.machine.get("spec") or {}).get("providerID"):
             try:
                 self.check_node(get_node(self.node_api(), self.report.node_name))
             except ApiError as exc:
                 raise self.failed(exc) from None
-        if self.request.check_mode:
-            return self.finish_preview()
-        try:
-            while True:
-                final = self.control_plane_wait()
-                if final is not None:
-                    return final
-                drain = self.run_pass()
-                final = self.after_pass(drain)
-                if final is not None:
-                    return final
-                self.pause(drain)
-                if self.gate is not None:
-                    final = self.machine_checks(first=False)
-                    if final is not None:
-                        return final
-        finally:
-            self.passes.stop_watching()
-
-    def control_plane_wait(self) -> dict | None:
-        """A flavour that drains control-plane Nodes one at a time (OpenShift, row O3): before the
-        first pass, a control-plane Node not cordoned yet waits while another control-plane Node is
-        cordoned - nothing cordoned or evicted, no condition written, the flavour's Events once per
-        task, a look every 20 s (the Machine's gates too) within the task's time and the progress
-        interval. A final result when the task stops waiting; None once the drain may go on."""
-        recorder = self.recorder
-        if self.report.passes or recorder is None or not recorder.flavour.control_plane_drain_refused_events:
-            return None
-        recorded = False
-        while True:
-            node_name = self.report.node_name
-            try:
-                _node, others, deleting = read_control_plane_gate(self.node_api(), node_name)
-            except ApiError as exc:
-                raise self.failed(exc) from None
-            if not others:
-                self.report.blockers = []
-                return None
-            message = control_plane_refusal_message(node_name, others)
-            self.report.blockers = control_plane_blockers(others, deleting)
-            if not recorded:
-                for event in recorder.flavour.control_plane_drain_refused_events:
-                    recorder.event(*event)
-                recorded = True
-            ends = [self.deadline] + ([] if self.slice_end is None else [self.slice_end])
-            if not self.request.wait or (self.slice_end is not None and self.api.monotonic() >= self.slice_end and not self.passes.timed_out()):
-                return self.result(False, message)
-            if self.passes.timed_out():
-                raise self.fail(f"Timed out after {self.wait_timeout} s draining Node {node_name}. {message}", timed_out=True)
-            self.api.sleep(min([self.api.monotonic() + CONTROL_PLANE_RETRY_SECONDS, *ends]) - self.api.monotonic())
-            final = self.machine_checks(first=False)
-            if final is not None:
-                return final
-
-    def run_pass(self) -> DrainPass:
-        try:
-            drain = self.passes.one_pass(self.report.node_name, machine=self.machine, started_at=self.report.started_at)
-        except (MachineError, ApiError) as exc:
-            raise self.failed(exc) from None
-        self.report.record_pass(drain, act=True)
-        self.record_escalations(drain)
-        return drain
-
-    def record_escalations(self, drain: DrainPass) -> None:
-        """Each Pod a pass deleted instead of evicting, as the user asked: in the result, and as a
-        Warning Event on the Machine naming who asked for it and why (in check mode only the result)."""
-        for key, escalation in drain.escalated:
-            self.report.escalated(key, escalation)
-            if self.recorder is not None and not self.request.check_mode:
-                with contextlib.suppress(ApiError):
-                    emit_event(self.api, self.recorder.machine, "Warning", ESCALATED_EVENT, escalation_event(key, escalation))
+        return Drain(self).run()
 
     def preview(self) -> DrainPass:
         """One pass that writes nothing; what it would do becomes the result."""
-        drain = self.passes.one_pass(self.report.node_name, machine=self.machine, started_at=self.report.started_at, act=False)
-        self.report.record_preview(drain)
-        self.record_escalations(drain)
-        return drain
-
-    def after_pass(self, drain: DrainPass) -> dict | None:
-        """Record the pass; a final result when the task ends with it."""
-        self.progress.after_pass(drain, self.report.node_name)
-        self.stall.after_pass(drain, time.time())
-        if drain.completed:
-            return self.drained(drain)
-        self.stop_if_stalled()
-        if not self.request.wait:
-            return self.result(False, drain.message)
-        if self.slice_end is not None and self.api.monotonic() >= self.slice_end and not self.passes.timed_out():
-            return self.result(False, drain.message)  # the progress interval is over: report where the drain stands
-        if self.passes.timed_out():
-            raise self.fail(f"Timed out after {self.wait_timeout} s draining Node {self.report.node_name}. {drain.message}", timed_out=True)
-        return None
-
-    def stop_if_stalled(self) -> None:
-        """With ``stall_timeout``, a drain that made no progress for that long fails; with
-        ``on_stall: fail``, a drain held by something that can never clear as things stand
-        fails at once. Either on the record (a Warning Event on the Machine), overriding
-        nothing: the Machine stays marked and a later run goes on."""
-        if self.stall.stalled(time.time()):
-            message = stall_message(self.report.node_name, self.stall, time.time(), self.report.blockers, most=MAX_STALL_REASONS)
-            if self.recorder is not None:
-                self.recorder.event("Warning", "DrainStalled", f"{message} (asked for by stall_timeout: {self.stall.timeout:g} s)")
-            raise self.fail(message, stalled=True)
-        never = [blocker for blocker in self.report.blockers if blocker.verdict == NEVER]
-        if self.request.on_stall != "fail" or not never:
-            return
-        reasons = "; ".join(f"{blocker.object}: {blocker.reason}" for blocker in never[:MAX_STALL_REASONS])
-        more = f" (and {len(never) - MAX_STALL_REASONS} more)" if len(never) > MAX_STALL_REASONS else ""
-        message = (
-            f"Stopped draining Node {self.report.node_name}: it can never finish as things stand ({reasons}{more}); "
-            "on_stall is fail, so nothing was overridden: fix what holds it and run again"
-        )
-        if self.recorder is not None:
-            self.recorder.event("Warning", "DrainStalled", f"{message} (asked for by on_stall: fail)")
-        raise self.fail(message, stalled=True)
-
-    def drained(self, drain: DrainPass) -> dict:
-        node_name = self.report.node_name
-        if drain.node is None:
-            if self.gate is None and self.report.passes <= 1:
-                raise self.missing_node()  # named in ``node`` and not there at the first pass; gone later, it is drained
-            reason = f"Node {node_name} does not exist"
-            return self.result(True, f"{reason}: nothing to drain", skipped_reason=reason)
-        return self.result(True, f"Node {node_name} drained")
-
-    def pause(self, drain: DrainPass) -> None:
-        """The pause after ``drain``, never past the Machine's drain timeout (the pass that finds it
-        passed comes on time) nor the progress interval."""
-        ends = [] if self.slice_end is None else [self.slice_end]
-        machine_left = self.progress.drain_timeout_left(self.report.started_at)
-        if machine_left is not None:
-            # The drain timeout is counted from a time the Machine records (wall clock): its end, on the transport's clock.
-            ends.append(self.api.monotonic() + machine_left)
-        stall_left = self.stall.left(time.time())
-        if stall_left is not None:
-            # The pass that finds the drain stalled comes on time (stall_timeout counts on the wall clock).
-            ends.append(self.api.monotonic() + max(0.0, stall_left))
-        self.passes.pause(self.report.node_name, drain, until=min(ends) if ends else None)
-
-    def finish_preview(self) -> dict:
-        """Check mode: one pass that writes nothing (evictions as server-side dry runs)."""
-        try:
-            drain = self.preview()
-        except (MachineError, ApiError) as exc:
-            raise self.failed(exc) from None
-        self.progress.after_pass(drain, self.report.node_name)  # as dry runs, and no Event
-        return self.drained(drain) if drain.completed else self.result(False, drain.message)
+        return Drain(self).preview()
 
     def failed(self, exc: MachineError | ApiError) -> MachineError:
         """A pass that could not run: DrainingFailed and FailedDrainNode (while deleting), then fail."""
@@ -813,22 +639,141 @@ class DrainRun:
         return self.fail(message, **ran_out_of_time(exc), **unanswered_cluster(exc))
 
 
-def check_escalation_rules(api: KubeApi, escalations: Any, inline_rules: list[dict], use_cluster_rules: bool, namespace: str | None) -> list[dict]:
-    """The MachineDrainRules a drain in ``namespace`` takes (the inline ones and, with ``use_cluster_rules``,
-    the cluster's of that namespace), read once; MachineError when an escalation's ``drain_rules`` names
-    none of them (such an escalation could never apply), before anything is touched."""
-    rules = load_drain_rules(api, namespace, inline_rules, use_cluster_rules)
-    known = [rule["name"] for rule in rules]
-    unknown = unknown_rule_names(escalations, known)
-    if unknown:
-        if use_cluster_rules and namespace:
-            where = f"its inline rules and the MachineDrainRules of namespace {namespace}"
-        elif use_cluster_rules:
-            where = "its inline rules; a Node given by name reads the cluster's MachineDrainRules only with namespace"
-        else:
-            where = "its inline rules; use_cluster_rules is false"
-        raise MachineError(unknown_rules_message(unknown, known, where))
-    return rules
+class Drain:
+    """The drain of one Node for a :class:`DrainRun` (its ``task``): passes (:class:`DrainPasses`) and the pause
+    between two until the Node is drained, the Machine's gates looked at again before each pass; before the
+    first, the Node's turn among its cluster's control-plane Nodes (``waits.ControlPlaneTurn``); after each,
+    the escalations it made on the record (``escalations.record``) and the stall policy's verdict
+    (``stall_policy.StallPolicy.stop_draining``)."""
+
+    def __init__(self, task: DrainRun):
+        self.task = task
+        self.report, self.request, self.api = task.report, task.request, task.api
+
+    def run(self) -> dict:
+        task = self.task
+        if self.request.check_mode:
+            return self.finish_preview()
+        turn = ControlPlaneTurn(task.recorder, task.node_api)
+        try:
+            while True:
+                final = self.take_turn(turn) if turn.taken and not self.report.passes else None
+                if final is not None:
+                    return final
+                drain = self.one_pass()
+                final = self.after_pass(drain)
+                if final is not None:
+                    return final
+                self.pause(drain)
+                if task.gate is not None:
+                    final = task.machine_checks(first=False)
+                    if final is not None:
+                        return final
+        finally:
+            task.passes.stop_watching()
+
+    def stops(self, message: str) -> dict | None:
+        """The drain is held (a pass did not finish it, or it waits for its turn): the result when the task stops
+        here (it does not wait, or the progress interval is over), a failure when its time is up; None: it waits on."""
+        task = self.task
+        over = task.passes.timed_out()
+        if not self.request.wait or (task.slice_end is not None and self.api.monotonic() >= task.slice_end and not over):
+            return task.result(False, message)
+        if over:
+            raise task.fail(f"Timed out after {task.wait_timeout} s draining Node {self.report.node_name}. {message}", timed_out=True)
+        return None
+
+    def take_turn(self, turn: ControlPlaneTurn) -> dict | None:
+        """Before the first pass, the Node's turn among its cluster's control-plane Nodes, the Machine's gates
+        looked at again each time; a final result when the task stops waiting for it."""
+        task = self.task
+        while True:
+            try:
+                held = turn.look(self.report.node_name)
+            except ApiError as exc:
+                raise task.failed(exc) from None
+            if held is None:
+                self.report.blockers = []
+                return None
+            message, self.report.blockers = held
+            final = self.stops(message)
+            if final is not None:
+                return final
+            ends = [task.deadline] + ([] if task.slice_end is None else [task.slice_end])
+            self.api.sleep(turn.next_look(self.api.monotonic(), ends) - self.api.monotonic())
+            final = task.machine_checks(first=False)
+            if final is not None:
+                return final
+
+    def one_pass(self) -> DrainPass:
+        try:
+            drain = self.task.passes.one_pass(self.report.node_name, machine=self.task.machine, started_at=self.report.started_at)
+        except (MachineError, ApiError) as exc:
+            raise self.task.failed(exc) from None
+        self.report.record_pass(drain, act=True)
+        self.record_escalations(drain)
+        return drain
+
+    def record_escalations(self, drain: DrainPass) -> None:
+        """The Pods a pass deleted instead of evicting, as the user asked (``escalations.record``)."""
+        recorder, warn = self.task.recorder, None
+        if recorder is not None and not self.request.check_mode:
+
+            def warn(reason: str, message: str) -> None:
+                with contextlib.suppress(ApiError):
+                    emit_event(self.api, recorder.machine, "Warning", reason, message)
+
+        escalations.record(drain.escalated, self.report.escalated, warn)
+
+    def preview(self) -> DrainPass:
+        """One pass that writes nothing; what it would do becomes the result."""
+        drain = self.task.passes.one_pass(self.report.node_name, machine=self.task.machine, started_at=self.report.started_at, act=False)
+        self.report.record_preview(drain)
+        self.record_escalations(drain)
+        return drain
+
+    def after_pass(self, drain: DrainPass) -> dict | None:
+        """Record the pass; a final result when the task ends with it."""
+        task = self.task
+        task.progress.after_pass(drain, self.report.node_name)
+        task.stall.after_pass(drain, time.time())
+        if drain.completed:
+            return self.drained(drain)
+        stop = self.request.stall.stop_draining(self.report.node_name, task.stall, time.time(), self.report.blockers)
+        if stop is not None:  # stalled, or held by what can never clear: on the record, overriding nothing
+            if task.recorder is not None:
+                task.recorder.event("Warning", STALLED_EVENT, stop.event)
+            raise task.fail(stop.message, stalled=True)
+        return self.stops(drain.message)
+
+    def drained(self, drain: DrainPass) -> dict:
+        node_name = self.report.node_name
+        if drain.node is None:
+            if self.task.gate is None and self.report.passes <= 1:
+                raise self.task.missing_node()  # named in ``node`` and not there at the first pass; gone later, it is drained
+            reason = f"Node {node_name} does not exist"
+            return self.task.result(True, f"{reason}: nothing to drain", skipped_reason=reason)
+        return self.task.result(True, f"Node {node_name} drained")
+
+    def pause(self, drain: DrainPass) -> None:
+        """The pause after ``drain``, never past the Machine's drain timeout (the pass that finds it
+        passed comes on time), the pass that finds the drain stalled, nor the progress interval."""
+        task = self.task
+        ends = [] if task.slice_end is None else [task.slice_end]
+        # Both count on the wall clock (the drain timeout from a time the Machine records): their ends, on the transport's.
+        for left in (task.progress.drain_timeout_left(self.report.started_at), task.stall.left(time.time())):
+            if left is not None:
+                ends.append(self.api.monotonic() + max(0.0, left))
+        task.passes.pause(self.report.node_name, drain, until=min(ends) if ends else None)
+
+    def finish_preview(self) -> dict:
+        """Check mode: one pass that writes nothing (evictions as server-side dry runs)."""
+        try:
+            drain = self.preview()
+        except (MachineError, ApiError) as exc:
+            raise self.task.failed(exc) from None
+        self.task.progress.after_pass(drain, self.report.node_name)  # as dry runs, and no Event
+        return self.drained(drain) if drain.completed else self.task.result(False, drain.message)
 
 
 def run_drain(api: KubeApi, request: DrainRequest) -> dict:

@@ -24,20 +24,13 @@ clears by itself when the cordoned Node is being deleted or its Machine is
 (the deletion removes it); a Node cordoned otherwise waits for someone to
 uncordon it.
 
-With ``stall_timeout`` a drain that made no progress for that long fails
-(:class:`ProgressClock`). Progress is, seen from one pass to the next: an
-eviction the API server granted (or a Pod deleted as an escalation asked), a
-Pod the drain evicts or waits for gone from the Node (or replaced by another
-of its name), the next batch (a higher order) started. A drain's first pass
-starts the clock when no earlier call left its time of last progress.
-Anything else - refusals, retries, Pods still terminating, new Pods bound to
-the Node - is no progress.
+What the task does about them - wait, fail, escalate, give up after
+``stall_timeout`` - is the stall policy's (``stall_policy.py``).
 """
 
 from __future__ import annotations
 
 import datetime as _dt
-from dataclasses import dataclass
 
 from ansible_collections.lifecycle.machine.plugins.module_utils._drain.budgets import covering_budgets
 from ansible_collections.lifecycle.machine.plugins.module_utils._drain.evictions import TERMINATING_NAMESPACE_MESSAGE
@@ -45,7 +38,6 @@ from ansible_collections.lifecycle.machine.plugins.module_utils._drain.gates imp
 from ansible_collections.lifecycle.machine.plugins.module_utils._drain.logic import PDB_MESSAGE, UNREACHABLE_SKIP_DELETED_SECONDS
 from ansible_collections.lifecycle.machine.plugins.module_utils._drain.passes import DrainPass
 from ansible_collections.lifecycle.machine.plugins.module_utils._drain.pods import pod_key
-from ansible_collections.lifecycle.machine.plugins.module_utils._drain.rules import DRAIN, WAIT_COMPLETED
 from ansible_collections.lifecycle.machine.plugins.module_utils._machine.blockers import (
     CLEARS,
     KIND_BUDGET,
@@ -245,65 +237,3 @@ def control_plane_blockers(others: list[dict], deleting_machines: set[str]) -> l
             )
         blockers.append(Blocker(PHASE_DRAIN, KIND_CONTROL_PLANE_CORDONED, f"Node {meta.get('name')}", verdict, reason, since, evidence))
     return blockers
-
-
-# What started the stall clock, and what counts as progress (docs/stalls.md).
-PROGRESS_FIRST_PASS = "the drain's first pass"
-PROGRESS_EVICTED = "eviction granted"
-PROGRESS_POD_LEFT = "left the Node"
-PROGRESS_NEXT_BATCH = "next batch started"
-# The last progress as an earlier call or round left it (its time only).
-PROGRESS_CARRIED = "seen by an earlier round or call"
-
-
-@dataclass
-class ProgressClock:
-    """When the drain last made progress, and whether it has gone ``timeout`` seconds without
-    (``stall_timeout``; None: it never stalls). Times are seconds on one clock (epoch seconds:
-    ``machine_delete`` carries ``since`` across calls in its ``clock``)."""
-
-    timeout: float | None = None
-    since: float | None = None  # the last progress (or where the clock started); None before the first pass
-    what: str = ""  # what that progress was
-    pods: dict[str, str | None] | None = None  # the Pods the drain evicts or waits for at the previous pass: key -> UID
-    order: int | None = None  # the previous pass's current order
-
-    def after_pass(self, drain: DrainPass, now: float) -> str | None:
-        """Note one pass (done at ``now``); what progressed since the previous one, None when nothing did."""
-        uids = {pod_key(pod): (pod.get("metadata") or {}).get("uid") for pod in drain.pods}
-        present = {decision.key: uids.get(decision.key) for decision in drain.decisions if decision.behavior in (DRAIN, WAIT_COMPLETED)}
-        order = drain.plan.current_order if drain.plan is not None else None
-        progressed = None
-        if drain.outcome.evicted:
-            progressed = f"{PROGRESS_EVICTED}: Pod {', '.join(sorted(drain.outcome.evicted))}"
-        elif self.since is None:
-            progressed = PROGRESS_FIRST_PASS
-        elif self.pods is not None and (left := sorted(key for key, uid in self.pods.items() if key not in present or present[key] != uid)):
-            progressed = f"Pod {', '.join(left)} {PROGRESS_POD_LEFT}"
-        elif self.order is not None and order is not None and order != self.order:
-            progressed = f"{PROGRESS_NEXT_BATCH} (order {order})"
-        self.pods, self.order = present, order
-        if progressed is not None:
-            self.since, self.what = now, progressed
-        return progressed
-
-    def left(self, now: float) -> float | None:
-        """Seconds until the drain counts as stalled; None when it never does (or has not started)."""
-        if self.timeout is None or self.since is None:
-            return None
-        return self.timeout - (now - self.since)
-
-    def stalled(self, now: float) -> bool:
-        left = self.left(now)
-        return left is not None and left <= 0
-
-
-def stall_message(node_name: str | None, clock: ProgressClock, now: float, blockers: list[Blocker], *, most: int = 3) -> str:
-    """Why a drain with ``stall_timeout`` stops: how long without progress, since what, and what holds it."""
-    held = "; ".join(f"{blocker.object}: {blocker.reason}" for blocker in blockers[:most]) or "nothing named"
-    more = f" (and {len(blockers) - most} more)" if len(blockers) > most else ""
-    since = rfc3339(_dt.datetime.fromtimestamp(clock.since, _dt.UTC)) if clock.since is not None else "its start"
-    return (
-        f"Stopped draining Node {node_name}: no progress for {now - clock.since:.0f} s (stall_timeout is {clock.timeout:g} s;"
-        f" the last was at {since}: {clock.what}); held by {held}{more}; nothing was overridden: fix what holds it and run again"
-    )

@@ -10,7 +10,7 @@ from ansible_collections.lifecycle.machine.plugins.module_utils._hook.logic impo
 from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.client import KubeApi
 from ansible_collections.lifecycle.machine.plugins.module_utils._machine.api import emit_event, select_machines, update_with_retry
 from ansible_collections.lifecycle.machine.plugins.module_utils._machine.conditions import patch_builder
-from ansible_collections.lifecycle.machine.plugins.module_utils._machine.flavour import OPENSHIFT, flavour_for, hooks_summary, machine_label
+from ansible_collections.lifecycle.machine.plugins.module_utils._machine.flavour import flavour_for, hooks_summary, machine_label
 from ansible_collections.lifecycle.machine.plugins.module_utils._timeutil import now
 
 
@@ -46,7 +46,7 @@ def _write(api: KubeApi, machine: dict, request: HookRequest) -> tuple[dict, tup
     change = HookChange(flavour, request, MachineError)
     # A schema without the field prunes an OpenShift hook silently, and even
     # that no-op write would touch the Machine: try it as a dry run first.
-    rehearse = flavour.name == OPENSHIFT and request.present and not request.check_mode
+    rehearse = flavour.hooks_may_be_pruned and request.present and not request.check_mode
     for dry_run in (True, False) if rehearse else (request.check_mode,):
         updated, patch = update_with_retry(api, machine, change.patch, dry_run=dry_run)
         if patch is not None and not stored(flavour, updated, request):

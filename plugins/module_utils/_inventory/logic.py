@@ -14,7 +14,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from ansible_collections.lifecycle.machine.plugins.module_utils._machine.flavour import OPENSHIFT, flavour_for
+from ansible_collections.lifecycle.machine.plugins.module_utils._machine.flavour import flavour_for
 from ansible_collections.lifecycle.machine.plugins.module_utils._options.connection import ALIASES, CONNECTION_OPTIONS, connection_options
 from ansible_collections.lifecycle.machine.plugins.module_utils._options.logic import namespace_error, unknown_keys
 
@@ -86,7 +86,7 @@ def host_name(info: dict) -> str:
 def host_groups(info: dict, connection: str) -> list[str]:
     """The groups a Machine belongs to, from its machine_info view."""
     labels = info.get("labels") or {}
-    groups = ["lm_machines", "lm_openshift" if info["flavour"] == OPENSHIFT else "lm_clusterapi", group_name("connection", connection)]
+    groups = ["lm_machines", f"lm_{info['flavour']}", group_name("connection", connection)]  # lm_openshift, lm_clusterapi
     cluster = info.get("cluster_name") or labels.get(OPENSHIFT_CLUSTER_LABEL)
     if cluster:
         groups.append(group_name("cluster", cluster))

@@ -18,6 +18,13 @@ from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.retry impor
 if TYPE_CHECKING:
     from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.client import KubeApi
 
+# (connect, read) seconds of one request.
+CONNECT_TIMEOUT = 10.0
+READ_TIMEOUT = 60.0
+# A run that has never reached the server (a mistyped host, nothing listening)
+# stops retrying sooner than one that lost a server it was talking to.
+FIRST_CONTACT_BUDGET = 10.0
+
 
 class Call:
     """One request as sent: method, path, query parameters, body and its content type."""
@@ -57,6 +64,28 @@ class Attempts:
         self.ambiguous = False
         self.renewed = False
 
+    def window_end(self) -> float:
+        """When the attempts give up: the policy's window within the task's deadline; before the server has
+        answered once, the first-contact budget."""
+        end = self.api.policy.window_end(self.started, self.api.deadline)
+        if not self.api._answered:
+            end = min(end, self.started + FIRST_CONTACT_BUDGET)
+        return end
+
+    def timeout(self, timeout: float | None) -> tuple[float, float]:
+        """(connect, read) seconds of the next attempt: ``timeout`` when given, else the read timeout within the task's deadline."""
+        if timeout is not None:
+            return (CONNECT_TIMEOUT, timeout)
+        api, read = self.api, READ_TIMEOUT
+        if not api._answered:
+            # Until the server has answered once, it may be one that accepts connections and never
+            # answers: kubernetes.core's factory may not have asked it anything (its discovery is
+            # cached in a file per server URL), so the first request keeps to the first-contact budget.
+            read = FIRST_CONTACT_BUDGET
+        if api.deadline is not None:
+            read = min(read, max(5.0, api.deadline - api.monotonic()))
+        return (CONNECT_TIMEOUT, read)
+
     def start(self) -> None:
         api = self.api
         if api.cancelled:
@@ -83,7 +112,7 @@ class Attempts:
         if not retryable:
             raise self.error(failure, data)
         wait = api.policy.delay(self.count - 1, failure.retry_after)
-        if api.monotonic() + wait >= api._window_end(self.started):
+        if api.monotonic() + wait >= self.window_end():
             raise self.error(failure, data, out_of_time=api.deadline is not None and api.monotonic() + wait >= api.deadline)
         with api._lock:  # concurrent requests (a batch of evictions) share the counter
             api.retries[retry_label(failure)] += 1

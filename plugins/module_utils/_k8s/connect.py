@@ -17,7 +17,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.client import CONNECT_TIMEOUT, FIRST_CONTACT_BUDGET, KubeApi
+from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.attempts import CONNECT_TIMEOUT, FIRST_CONTACT_BUDGET
+from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.client import KubeApi
 from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.errors import (
     TRANSPORT_ERRORS,
     ApiError,

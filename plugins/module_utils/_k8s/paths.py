@@ -96,3 +96,12 @@ def request_permission(method: str, path: str, query: dict | None = None) -> Per
     else:
         verb = {"POST": "create", "PUT": "update", "PATCH": "patch"}.get(method, method.lower())
     return Permission(verb, resource, group, namespace, subresource, name)
+
+
+# The whole-cluster collections the collection reads (and a run may cache: cache.py).
+NAMESPACES = resource_path("v1", "namespaces")
+NODES = resource_path("v1", "nodes")
+PODS = resource_path("v1", "pods")
+BUDGETS = resource_path("policy/v1", "poddisruptionbudgets")
+VOLUME_ATTACHMENTS = resource_path("storage.k8s.io/v1", "volumeattachments")
+PERSISTENT_VOLUMES = resource_path("v1", "persistentvolumes")

@@ -30,6 +30,7 @@ from ansible_collections.lifecycle.machine.plugins.module_utils._machine.flavour
     is_deleting,
     machine_label,
 )
+from ansible_collections.lifecycle.machine.plugins.module_utils._machine.scope import CachedMachines
 from ansible_collections.lifecycle.machine.plugins.module_utils._machine.selection import MachineSelection, served_machine_apis, unserved_api_version
 from ansible_collections.lifecycle.machine.plugins.module_utils._timeutil import now, rfc3339
 
@@ -270,11 +271,11 @@ def merge_patch(target: dict, patch: dict, *, keep_null: bool = False) -> None:
             target[key] = json.loads(json.dumps(value))
 
 
-def get_cluster(api: KubeApi, machine: dict, flavour: Flavour, view: Any = None) -> dict | None:
+def get_cluster(api: KubeApi, machine: dict, flavour: Flavour, view: CachedMachines | None = None) -> dict | None:
     """The Cluster API Cluster of a Machine (same API version); None for OpenShift or when absent.
     ``view``: the task's watch-fed feeds (``_machine/feed.py``), asked first."""
-    name = flavour.cluster_name(machine)
-    if flavour.group != CAPI_GROUP or not name:
+    name = flavour.cluster_name(machine)  # none for a flavour without Clusters (OpenShift)
+    if not name:
         return None
     if view is not None:
         known, cluster = view.cluster(machine["apiVersion"], machine["metadata"]["namespace"], name)
@@ -283,7 +284,7 @@ def get_cluster(api: KubeApi, machine: dict, flavour: Flavour, view: Any = None)
     return api.get(resource_path(machine["apiVersion"], "clusters", machine["metadata"]["namespace"], name))
 
 
-def node_steps_skip_reason(api: KubeApi, machine: dict, flavour: Flavour, view: Any = None) -> str | None:
+def node_steps_skip_reason(api: KubeApi, machine: dict, flavour: Flavour, view: CachedMachines | None = None) -> str | None:
     """Why Cluster API skips the preDrain gate, drain, volume wait and Node
     deletion for this Machine (docs/behaviour.md §2), or None when it does not.
 
@@ -291,11 +292,11 @@ def node_steps_skip_reason(api: KubeApi, machine: dict, flavour: Flavour, view: 
     being deleted, no nodeRef (:func:`find_node_ref` looks for the Node by
     providerID first), the control plane object being deleted, or no active
     control-plane Machine left in the Cluster, unless its control plane is
-    externally managed. OpenShift Machines never skip. ``view``: the task's
+    externally managed. Only a flavour with Cluster API's Node rules skips (``Flavour.capi_node_rules``). ``view``: the task's
     watch-fed Clusters and control-plane Machines (``_machine/feed.py``), asked
     first, as the controller asks its cache.
     """
-    if flavour.group != CAPI_GROUP:
+    if not flavour.capi_node_rules:
         return None
     cluster_name = flavour.cluster_name(machine)
     namespace = machine["metadata"]["namespace"]
@@ -309,7 +310,7 @@ def node_steps_skip_reason(api: KubeApi, machine: dict, flavour: Flavour, view: 
     return _control_plane_skip_reason(api, machine, flavour, cluster, view)
 
 
-def _control_plane_skip_reason(api: KubeApi, machine: dict, flavour: Flavour, cluster: dict, view: Any = None) -> str | None:
+def _control_plane_skip_reason(api: KubeApi, machine: dict, flavour: Flavour, cluster: dict, view: CachedMachines | None = None) -> str | None:
     """The control plane's part of :func:`node_steps_skip_reason`."""
     cluster_name = cluster["metadata"]["name"]
     namespace = machine["metadata"]["namespace"]
@@ -344,7 +345,7 @@ def find_node_ref(api: KubeApi, machine: dict, flavour: Flavour, node_side: Call
     every later step and run sees it). Returns the Machine as it is then;
     unchanged when the Cluster is being deleted, no providerID is known, or
     not exactly one Node carries it."""
-    if flavour.group != CAPI_GROUP or not is_deleting(machine) or flavour.node_name(machine):
+    if not flavour.capi_node_rules or not is_deleting(machine) or flavour.node_name(machine):
         return machine
     cluster = get_cluster(api, machine, flavour)
     if cluster is None or cluster["metadata"].get("deletionTimestamp"):

@@ -14,7 +14,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from ansible_collections.lifecycle.machine.plugins.module_utils._machine.flavour import OPENSHIFT, PRE_DRAIN, PRE_TERMINATE, Flavour, Hook
+from ansible_collections.lifecycle.machine.plugins.module_utils._machine.flavour import PRE_DRAIN, PRE_TERMINATE, Flavour, Hook
 from ansible_collections.lifecycle.machine.plugins.module_utils._timeutil import parse_time, rfc3339
 
 # Phases, in the order a deletion meets them.
@@ -237,7 +237,7 @@ def controller_blockers(
     changed = max((moment for moment in (reported_at, stage) if moment is not None), default=None)
     since = stamp(changed)
     pods = reported_pod_blockers(details, who)
-    if flavour.name == OPENSHIFT:
+    if flavour.drain_report_event:  # OpenShift names them in its Drained condition's message, or that Event
         drained = next((c for c in flavour.all_conditions(machine) if c.get("type") == "Drained" and c.get("status") == "False"), {})
         pods = openshift_pod_blockers(str(drained.get("message") or drain_report or ""), who)
     if changed is not None and now - changed > STALLED_AFTER:

@@ -38,7 +38,7 @@ from __future__ import annotations
 import datetime as _dt
 from dataclasses import dataclass
 
-from ansible_collections.lifecycle.machine.plugins.module_utils._machine.flavour.base import OPENSHIFT, Flavour, meta_of, status_of
+from ansible_collections.lifecycle.machine.plugins.module_utils._machine.flavour.base import Flavour, meta_of, status_of
 from ansible_collections.lifecycle.machine.plugins.module_utils._options.specs import CONTROLLER_GRACE_DEFAULT, MACHINE_CONTROLLER_SETTINGS
 from ansible_collections.lifecycle.machine.plugins.module_utils._timeutil import parse_time, rfc3339
 
@@ -158,9 +158,9 @@ def controller_progress(machine: dict | None, flavour: Flavour | None) -> dict:
     if machine is None or flavour is None:
         return {"phase": "gone", "drained": True, "reason": "", "message": "the Machine is gone"}
     drained = flavour.drained(machine)
-    if flavour.name == OPENSHIFT:
+    if flavour.progress_conditions:  # OpenShift's Drainable, Drained, Terminable
         conditions = list(status_of(machine).get("conditions") or [])
-        for kind in ("Drainable", "Drained", "Terminable"):
+        for kind in flavour.progress_conditions:
             condition = _condition(conditions, kind)
             if condition and condition.get("status") == "False":
                 reason = str(condition.get("reason") or kind)

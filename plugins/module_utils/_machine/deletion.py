@@ -11,14 +11,15 @@ v1.14.2's deletion decisions"):
   InfraMachine's) one Node carries is given that Node
   (:func:`provider_id`, :func:`node_with_provider_id`).
 
-OpenShift Machines follow none of these rules: every function answers None for them.
+A flavour whose controller follows none of these rules (``Flavour.capi_node_rules`` false: OpenShift)
+gets None from every function.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ansible_collections.lifecycle.machine.plugins.module_utils._machine.flavour import CAPI_GROUP, PRE_TERMINATE, Flavour
+from ansible_collections.lifecycle.machine.plugins.module_utils._machine.flavour import PRE_TERMINATE, Flavour
 from ansible_collections.lifecycle.machine.plugins.module_utils._timeutil import rfc3339
 
 
@@ -56,7 +57,7 @@ def node_work_over(flavour: Flavour, machine: dict, infrastructure: ObjectState 
     the InfraMachine is gone (no reference, or the object does not exist) or
     being deleted. ``infrastructure`` None: not read, so only the recorded
     start time and a missing reference are looked at."""
-    if flavour.group != CAPI_GROUP:
+    if not flavour.capi_node_rules:
         return None
     started = flavour.hook_wait_started_at(machine, PRE_TERMINATE)
     if started is not None:
@@ -74,7 +75,7 @@ def node_work_over(flavour: Flavour, machine: dict, infrastructure: ObjectState 
 
 def provider_id(flavour: Flavour, machine: dict, infrastructure: dict | None) -> str | None:
     """The providerID a Cluster API Machine's Node is found by: the Machine's own, else its InfraMachine's ``spec.providerID``."""
-    if flavour.group != CAPI_GROUP:
+    if not flavour.capi_node_rules:
         return None
     return flavour.provider_id(machine) or ((infrastructure or {}).get("spec") or {}).get("providerID") or None
 

@@ -44,6 +44,7 @@ from __future__ import annotations
 import datetime as _dt
 from dataclasses import dataclass
 
+from ansible_collections.lifecycle.machine.plugins.module_utils._errors import MachineError
 from ansible_collections.lifecycle.machine.plugins.module_utils._machine.controller import (
     COLLECTION,
     CONTROLLER,
@@ -51,7 +52,7 @@ from ansible_collections.lifecycle.machine.plugins.module_utils._machine.control
     deletion_time,
     status_writers,
 )
-from ansible_collections.lifecycle.machine.plugins.module_utils._machine.flavour.base import CAPI_GROUP, OPENSHIFT_GROUP
+from ansible_collections.lifecycle.machine.plugins.module_utils._machine.flavour import flavour_for
 from ansible_collections.lifecycle.machine.plugins.module_utils._timeutil import parse_time, rfc3339
 
 # Seconds of clock difference allowed between the Lease's holder, the API server and the collection.
@@ -61,16 +62,6 @@ SKEW = 5.0
 # duration of 1 s, so a floor covers the retry periods of both controllers (2 s Cluster API, 26 s OpenShift).
 TAKEOVER_FLOOR = 30.0
 
-# Cluster API's core manager: its LeaderElectionID, in the namespace it is installed in.
-CAPI_LEASE = ("capi-system", "controller-leader-election-capi")
-# OpenShift: the machine-api-operator's namespace; each platform's machine controller has its own Lease ID.
-OPENSHIFT_LEASE_NAMESPACE = "openshift-machine-api"
-OPENSHIFT_PLATFORMS = {
-    "AWSMachineProviderConfig": "aws",
-    "AzureMachineProviderSpec": "azure",
-    "GCPMachineProviderSpec": "gcp",
-    "VSphereMachineProviderSpec": "vsphere",
-}
 
 # How reading the Lease went (waits.py reads it).
 FOUND, MISSING, FORBIDDEN, FAILED, NO_LEASE = "found", "missing", "forbidden", "failed", "no-lease"
@@ -115,15 +106,11 @@ class Liveness:
 def default_lease(machine: dict) -> LeaseRef | None:
     """The Lease a Machine's controller holds where it is installed as shipped; None
     when the flavour's controller has no Lease the collection knows."""
-    group = str(machine.get("apiVersion") or "").rpartition("/")[0]
-    if group == CAPI_GROUP:
-        return LeaseRef(*CAPI_LEASE)
-    if group == OPENSHIFT_GROUP:
-        value = ((machine.get("spec") or {}).get("providerSpec") or {}).get("value") or {}
-        platform = OPENSHIFT_PLATFORMS.get(str(value.get("kind") or "")) if isinstance(value, dict) else None
-        if platform:
-            return LeaseRef(OPENSHIFT_LEASE_NAMESPACE, f"cluster-api-provider-{platform}-leader")
-    return None
+    try:
+        found = flavour_for(machine).controller_lease(machine)
+    except MachineError:  # not a Machine of either flavour
+        return None
+    return LeaseRef(*found) if found is not None else None
 
 
 def _epoch(value: object) -> float | None:

@@ -14,10 +14,22 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Protocol
 
 from ansible_collections.lifecycle.machine.plugins.module_utils._machine.controller import Actor
 from ansible_collections.lifecycle.machine.plugins.module_utils._machine.flavour import Flavour, flavour_for
+
+
+class CachedMachines(Protocol):
+    """What a task's watch-fed Machines and Clusters answer (``_machine/feed.py`` ``MachineFeeds``), as Cluster
+    API asks its cache before each Node step: (whether the cache knows, the object or None) for a Cluster,
+    the control-plane Machines of a Cluster (None when the cache cannot answer), a Machine as now known."""
+
+    def cluster(self, api_version: str, namespace: str, name: str) -> tuple[bool, dict | None]: ...
+
+    def control_plane_machines(self, api_version: str, namespace: str, cluster_name: str) -> list[dict] | None: ...
+
+    def read(self, machine: dict) -> dict | None: ...
 
 
 @dataclass
@@ -37,7 +49,7 @@ class MachineScope:
     # How the round reads the Machine again (the task's watch-fed feed: no request); None: a GET.
     reread: Callable[[dict], dict | None] | None = None
     # The task's watch-fed Clusters and control-plane Machines (_machine/feed.py MachineFeeds); None: read them.
-    view: Any = None
+    view: CachedMachines | None = None
     flavour: Flavour = field(init=False)
 
     def __post_init__(self) -> None:

@@ -18,8 +18,9 @@ from collections.abc import Callable
 from ansible_collections.lifecycle.machine.plugins.module_utils._errors import MachineError
 from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.client import KubeApi
 from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.errors import ApiError
-from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.paths import resource_path
+from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.paths import BUDGETS, resource_path
 from ansible_collections.lifecycle.machine.plugins.module_utils._machine.api import wait_for_machine
+from ansible_collections.lifecycle.machine.plugins.module_utils._machine.blockers import Blocker, controller_blockers, reported_at
 from ansible_collections.lifecycle.machine.plugins.module_utils._machine.controller import (
     ABSENT,
     COLLECTION,
@@ -32,8 +33,7 @@ from ansible_collections.lifecycle.machine.plugins.module_utils._machine.control
     timeout_message,
     who_deletes,
 )
-from ansible_collections.lifecycle.machine.plugins.module_utils._machine.flavour import Flavour, flavour_for, is_deleting, machine_label
-from ansible_collections.lifecycle.machine.plugins.module_utils._machine.flavour.openshift import DRAIN_REQUEUED
+from ansible_collections.lifecycle.machine.plugins.module_utils._machine.flavour import PRE_DRAIN, Flavour, flavour_for, is_deleting, machine_label
 from ansible_collections.lifecycle.machine.plugins.module_utils._machine.liveness import (
     FAILED,
     FORBIDDEN,
@@ -46,7 +46,7 @@ from ansible_collections.lifecycle.machine.plugins.module_utils._machine.livenes
     lease_actor,
     with_lease_note,
 )
-from ansible_collections.lifecycle.machine.plugins.module_utils._workload.feed import shared_items
+from ansible_collections.lifecycle.machine.plugins.module_utils._timeutil import now
 
 # Seconds one read of a controller's Lease serves: the Machines of a task decided together share it.
 LEASE_REUSE = 10.0
@@ -73,7 +73,7 @@ def controller_lease(api: KubeApi, machine: dict) -> LeaseReading:
     ref = default_lease(machine)
     if ref is None:
         return LeaseReading(None, NO_LEASE)
-    key = (str(getattr(api, "server", "") or ""), ref)
+    key = (api.server, ref)
     with _leases_lock:
         lock = _lease_locks.setdefault(key, threading.Lock())
     with lock:
@@ -196,12 +196,25 @@ def followed_deletion(
     return result
 
 
+def followed_blockers(
+    api: KubeApi, machine: dict, flavour: Flavour, progress: dict, actor: Actor, *, draining: bool, judge: Callable[[list[Blocker]], list[Blocker]]
+) -> list[Blocker]:
+    """What holds a deletion ``actor`` (a live controller) carries out, as it reports it (``blockers.controller_blockers``):
+    while it drains, the Pods its drain could not evict, read from the flavour's drain report Event where it names
+    them only there (OpenShift's ``DrainRequeued``); the budget refusals it reports judged by ``judge`` (the caller's
+    rules: ``_delete/followed.py``)."""
+    seen_at = reported_at(flavour.all_conditions(machine), ("Deleting", "Drainable", "Drained", "Terminable"))
+    reading = flavour.drain_report_event and draining and not progress.get("drained") and not flavour.hooks(machine).get(PRE_DRAIN)
+    report = read_drain_report(api, machine, flavour.drain_report_event) if reading else None
+    return judge(controller_blockers(flavour, machine, progress, manager=actor.manager, reported_at=seen_at, now=now(), drain_report=report))
+
+
 def read_refused_pods(node_side: Callable[[], KubeApi], node_name: str | None, keys: list[str]) -> tuple[dict[str, dict | None], list[dict] | None, str | None]:
     """What a followed drain's budget refusals need to be judged, read where the Pods are (``node_side()``:
     the Machine's workload cluster, or its own): the Pods of the Node ``node_name`` (one LIST, as the drain
     reads them; without a Node name, each Pod ``keys`` names), keyed ``namespace/name``, None for a Pod of
-    ``keys`` that is gone; and the budgets of the Pods' namespaces: the task's shared feed of the cluster's
-    budgets when the run shares one (``_workload/feed.py``), else one LIST per namespace. Nothing is read
+    ``keys`` that is gone; and the budgets of the Pods' namespaces: the run's cache of the cluster's
+    budgets when it keeps one (``_k8s/cache.py``), else one LIST per namespace. Nothing is read
     when ``keys`` is empty. Returns (the Pods, the budgets, None), or what was read and why the rest could
     not be (the workload cluster unreachable, no permission): the caller then judges nothing. Cancelled
     (not an API error) is raised."""
@@ -222,7 +235,7 @@ def read_refused_pods(node_side: Callable[[], KubeApi], node_name: str | None, k
             pods[f"{meta.get('namespace')}/{meta.get('name')}"] = found
         for key in keys:
             pods.setdefault(key, None)
-        budgets = shared_items(api, lambda feeds: feeds.budgets())
+        budgets = api.cached_reader().items(BUDGETS)
         if budgets is None:
             budgets = []
             for namespace in sorted({key.partition("/")[0] for key in keys}):
@@ -234,16 +247,17 @@ def read_refused_pods(node_side: Callable[[], KubeApi], node_name: str | None, k
     return pods, budgets, None
 
 
-def read_drain_report(api: KubeApi, machine: dict) -> str | None:
-    """The message of the newest ``DrainRequeued`` Event OpenShift's machine controller recorded on ``machine``
-    (this Machine: matched by its UID), the only place it names each Pod its drain could not evict; None when
-    there is none, or the Events cannot be read (no permission: the controller's blocker then stands alone)."""
+def read_drain_report(api: KubeApi, machine: dict, reason: str) -> str | None:
+    """The message of the newest Event of ``reason`` (the flavour's ``drain_report_event``: OpenShift's
+    ``DrainRequeued``) the machine controller recorded on ``machine`` (this Machine: matched by its UID), the only
+    place it names each Pod its drain could not evict; None when there is none, or the Events cannot be read (no
+    permission: the controller's blocker then stands alone)."""
     meta = machine.get("metadata") or {}
     uid, namespace = meta.get("uid"), meta.get("namespace")
     if not uid or not namespace:
         return None
     try:
-        events = api.list(resource_path("v1", "events", namespace), field_selector=f"involvedObject.uid={uid},reason={DRAIN_REQUEUED}")
+        events = api.list(resource_path("v1", "events", namespace), field_selector=f"involvedObject.uid={uid},reason={reason}")
     except ApiError:
         return None
     if not events:

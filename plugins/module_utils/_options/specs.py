@@ -22,8 +22,9 @@ KUBECONFIG_OPTIONS = ("kubeconfig", "workload_cluster")
 
 # What a drain does once a blocker can never clear as things stand (docs/stalls.md): wait, as the
 # machine controllers do, or fail at once, leaving the deletion to be resumed once fixed.
-STALL_POLICIES = ("wait", "fail")
-STALL_POLICY_DEFAULT = "wait"
+ON_STALL_WAIT, ON_STALL_FAIL = "wait", "fail"
+STALL_POLICIES = (ON_STALL_WAIT, ON_STALL_FAIL)
+STALL_POLICY_DEFAULT = ON_STALL_WAIT
 
 
 def stall_spec() -> dict:

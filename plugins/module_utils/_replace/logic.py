@@ -285,10 +285,10 @@ class Owner:
 def owner_kinds(machine: dict, flavour: Flavour, machine_set: dict | None = None) -> tuple[Ref | None, Ref | None]:
     """(the Machine's MachineSet, the MachineDeployment over it) by their owner references; each None when absent."""
     ref = controller_of(machine)
-    if ref is None or ref.kind != flavour.scalable_owner_kinds[0] or ref.group != flavour.group:
+    if ref is None or flavour.scalable_owner_level(ref.kind, ref.group) != 0:
         return None, None
     above = controller_of(machine_set) if machine_set is not None else None
-    if above is not None and above.kind in flavour.scalable_owner_kinds[1:] and above.group == flavour.group:
+    if above is not None and (flavour.scalable_owner_level(above.kind, above.group) or 0) >= 1:
         return ref, above
     return ref, None
 
@@ -322,7 +322,7 @@ def self_replacing(machine: dict, flavour: Flavour) -> str | None:
             f"Machine {label} is a control-plane Machine{owner}: its control plane's own controller replaces control-plane Machines"
             " (Cluster API's KubeadmControlPlane, OpenShift's ControlPlaneMachineSet); delete it with replacement: after"
         )
-    if ref is not None and (ref.kind != flavour.scalable_owner_kinds[0] or ref.group != flavour.group):
+    if ref is not None and flavour.scalable_owner_level(ref.kind, ref.group) != 0:
         return (
             f"Machine {label} is owned by {ref.kind} {ref.name}, not by a MachineSet: the collection changes the replicas of MachineSets"
             " and MachineDeployments only"

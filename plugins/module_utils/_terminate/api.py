@@ -15,12 +15,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
 
 from ansible_collections.lifecycle.machine.plugins.module_utils._drain.api import SkippedPods, load_drain_rules
 from ansible_collections.lifecycle.machine.plugins.module_utils._errors import MachineError
+from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.cache import CachedObject
 from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.client import KubeApi
 from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.errors import ApiError
+from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.paths import PERSISTENT_VOLUMES, VOLUME_ATTACHMENTS
 from ansible_collections.lifecycle.machine.plugins.module_utils._machine.api import (
     emit_event,
     find_node_ref,
@@ -38,6 +39,7 @@ from ansible_collections.lifecycle.machine.plugins.module_utils._machine.conditi
 from ansible_collections.lifecycle.machine.plugins.module_utils._machine.deletion import ObjectState, object_state
 from ansible_collections.lifecycle.machine.plugins.module_utils._machine.flavour import Flavour, ObjectRef
 from ansible_collections.lifecycle.machine.plugins.module_utils._machine.nodes import is_node_unreachable
+from ansible_collections.lifecycle.machine.plugins.module_utils._machine.scope import CachedMachines
 from ansible_collections.lifecycle.machine.plugins.module_utils._terminate import out_of_service as oos
 from ansible_collections.lifecycle.machine.plugins.module_utils._terminate.logic import (
     Facts,
@@ -46,13 +48,6 @@ from ansible_collections.lifecycle.machine.plugins.module_utils._terminate.logic
 )
 from ansible_collections.lifecycle.machine.plugins.module_utils._terminate.volumes import VolumeWaitStatus, attached_volumes, volumes_to_wait_for
 from ansible_collections.lifecycle.machine.plugins.module_utils._timeutil import now
-from ansible_collections.lifecycle.machine.plugins.module_utils._workload.feed import (
-    PERSISTENT_VOLUMES,
-    VOLUME_ATTACHMENTS,
-    SharedObject,
-    shared_object,
-    shared_or_listed,
-)
 from ansible_collections.lifecycle.machine.plugins.module_utils._workload.logic import provider_id_conflict
 
 # As the Cluster API Machine controller: retry a failing Node deletion every
@@ -76,7 +71,7 @@ def observe(
     node_abandoned: str | None = None,
     node_side: Callable[[], KubeApi] | None = None,
     dry_run: bool = False,
-    view: Any = None,
+    view: CachedMachines | None = None,
     read_node: Callable[[KubeApi, str], dict | None] | None = None,
 ) -> Facts:
     """What the API says about the Machine now: the Cluster API reason to skip
@@ -104,16 +99,16 @@ def observe(
 
 class NodeReads:
     """The Machine's Node as its termination looks at it again and again (after each wait, after its
-    deletion): in a machine_delete task from the workload connection's shared feed of Nodes
-    (``_workload/feed.py``; what the server has not said is gone is read with a GET), else a GET each time."""
+    deletion): in a machine_delete task from the workload connection's cache of Nodes
+    (``_k8s/cache.py``; what the server has not said is gone is read with a GET), else a GET each time."""
 
     def __init__(self) -> None:
-        self._followed: dict[tuple[int, str], SharedObject] = {}
+        self._followed: dict[tuple[int, str], CachedObject] = {}
 
-    def follow(self, api: KubeApi, name: str) -> SharedObject:
+    def follow(self, api: KubeApi, name: str) -> CachedObject:
         key = (id(api), name)
         if key not in self._followed:
-            self._followed[key] = SharedObject(api, node_path(name), lambda feeds: feeds.nodes())
+            self._followed[key] = api.cached_reader().follow(node_path(name), "Node")
         return self._followed[key]
 
     def read(self, api: KubeApi, name: str) -> dict | None:
@@ -123,22 +118,22 @@ class NodeReads:
 class ReferencedObjects:
     """The objects a Machine references (infrastructure, bootstrap config):
     their REST paths (found once, through discovery), their state, their deletion.
-    In a machine_delete task each is read from the task's shared feed of its kind in its
-    namespace (:class:`SharedObject`), else with a GET."""
+    In a machine_delete task each is read from the run's cache of its kind in its
+    namespace (``_k8s/cache.py`` :class:`CachedObject`), else with a GET."""
 
     def __init__(self, api: KubeApi):
         self.api = api
         self._paths: dict[ObjectRef, str] = {}
-        self._followed: dict[ObjectRef, SharedObject] = {}
+        self._followed: dict[ObjectRef, CachedObject] = {}
 
     def path(self, ref: ObjectRef) -> str:
         if ref not in self._paths:
             self._paths[ref] = ref_path(self.api, ref)
         return self._paths[ref]
 
-    def follow(self, ref: ObjectRef) -> SharedObject:
+    def follow(self, ref: ObjectRef) -> CachedObject:
         if ref not in self._followed:
-            self._followed[ref] = shared_object(self.api, self.path(ref), ref.kind)
+            self._followed[ref] = self.api.cached_reader().follow(self.path(ref), ref.kind)
         return self._followed[ref]
 
     def state(self, ref: ObjectRef) -> ObjectState:
@@ -155,7 +150,7 @@ class ReferencedObjects:
         return answer is not None, object_state(followed.deleted(answer, before))
 
     def wait_gone(self, ref: ObjectRef, deadline: float) -> bool:
-        """Wait until the object is gone or ``deadline`` passes (machine_delete: woken by the shared feed)."""
+        """Wait until the object is gone or ``deadline`` passes (machine_delete: woken by the run's cache)."""
         return self.follow(ref).wait_gone(deadline)
 
 
@@ -165,9 +160,9 @@ class VolumeObserver:
     PersistentVolumes and the Node's Pods the drain skips, whose claims are ignored.
     The drain rules, the Cluster and what the Pods' namespaces and DaemonSets
     look like are read once per run. In a ``machine_delete`` task the
-    VolumeAttachments and PersistentVolumes come from the task's one watch-fed
-    feed of each per cluster (``_workload/feed.py``), as the Machine controller
-    reads them from its cache, instead of a LIST of the whole cluster per Machine."""
+    VolumeAttachments and PersistentVolumes come from the run's cache of each per
+    cluster (``_k8s/cache.py``), as the Machine controller reads them from its
+    cache, instead of a LIST of the whole cluster per Machine."""
 
     def __init__(
         self,
@@ -214,10 +209,11 @@ class VolumeObserver:
         if node is None or is_node_unreachable(node):
             return volumes_to_wait_for(node, [], [], [])
         node_api = self._node_side()
-        attachments = shared_or_listed(node_api, lambda feeds: feeds.volume_attachments(), VOLUME_ATTACHMENTS)
+        reader = node_api.cached_reader()
+        attachments = reader.list(VOLUME_ATTACHMENTS)
         if attached_volumes(node, attachments).empty:
             return VolumeWaitStatus()
-        persistent_volumes = shared_or_listed(node_api, lambda feeds: feeds.persistent_volumes(), PERSISTENT_VOLUMES)
+        persistent_volumes = reader.list(PERSISTENT_VOLUMES)
         return volumes_to_wait_for(node, attachments, persistent_volumes, self.skipped_pods(machine, node))
 
 

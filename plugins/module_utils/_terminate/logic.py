@@ -31,7 +31,6 @@ from ansible_collections.lifecycle.machine.plugins.module_utils._machine.conditi
 from ansible_collections.lifecycle.machine.plugins.module_utils._machine.controller import AUTO, DEFAULT_GRACE
 from ansible_collections.lifecycle.machine.plugins.module_utils._machine.deletion import ObjectState, node_work_over
 from ansible_collections.lifecycle.machine.plugins.module_utils._machine.flavour import (
-    OPENSHIFT,
     PRE_DRAIN,
     PRE_TERMINATE,
     Flavour,
@@ -136,14 +135,6 @@ WRITE_ACTIONS = (RECORD_VOLUME_START, DELETE_INFRASTRUCTURE, DELETE_BOOTSTRAP, D
 # Actions that wait for something outside the module.
 WAIT_ACTIONS = (WAIT_VOLUMES, WAIT_PRE_TERMINATE, WAIT_INFRASTRUCTURE, WAIT_BOOTSTRAP, WAIT_GONE)
 
-# Flavours whose volume-wait start is the collection's own (an annotation, OpenShift): recorded the first
-# time a volume is found attached. Cluster API records it whenever the wait runs (docs/behaviour.md §4).
-VOLUME_START_WHEN_ATTACHED = (OPENSHIFT,)
-
-# Flavours whose instance is terminated by provider tasks outside the module,
-# rather than by deleting Cluster API infrastructure and bootstrap objects.
-PROVIDER_TERMINATED_FLAVOURS = (OPENSHIFT,)
-
 
 @dataclass
 class Facts:
@@ -204,7 +195,7 @@ class Decision:
 
 def step_names(flavour: Flavour) -> list[str]:
     """The steps of this flavour's workflow, in order."""
-    terminate = [STEP_INSTANCE] if flavour.name in PROVIDER_TERMINATED_FLAVOURS else [STEP_INFRASTRUCTURE, STEP_BOOTSTRAP]
+    terminate = [STEP_INSTANCE] if flavour.provider_terminates_instance else [STEP_INFRASTRUCTURE, STEP_BOOTSTRAP]
     return [STEP_PRE_DRAIN, STEP_DRAIN, STEP_VOLUMES, STEP_PRE_TERMINATE, *terminate, STEP_NODE, STEP_RELEASE]
 
 
@@ -379,7 +370,7 @@ def _volume_step(facts: Facts, flavour: Flavour, builder: _Builder) -> Decision 
     if skipped:
         _volume_wait_not_run(facts, flavour, builder, skipped)
         return None
-    if started_at is None and flavour.name not in VOLUME_START_WHEN_ATTACHED:
+    if started_at is None and not flavour.volume_start_when_attached:
         # As Cluster API: the start is recorded once whenever the wait runs, before the volumes are
         # looked at, so also when none is attached or the Node is gone (docs/behaviour.md, row 21a).
         builder.add(STEP_VOLUMES, PENDING, "recording when the volume wait started")
@@ -467,7 +458,7 @@ def _object_step(builder: _Builder, kind: _ObjectStep, ref: ObjectRef | None, st
 def _instance_steps(facts: Facts, flavour: Flavour, builder: _Builder) -> Decision | None:
     """The instance: Cluster API infrastructure and bootstrap objects, or provider tasks outside the module."""
     machine = facts.machine or {}
-    if flavour.name not in PROVIDER_TERMINATED_FLAVOURS:
+    if not flavour.provider_terminates_instance:
         return _object_step(builder, _INFRASTRUCTURE, flavour.infrastructure_ref(machine), facts.infrastructure) or _object_step(
             builder, _BOOTSTRAP, flavour.bootstrap_ref(machine), facts.bootstrap
         )

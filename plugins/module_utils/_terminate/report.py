@@ -22,6 +22,7 @@ from ansible_collections.lifecycle.machine.plugins.module_utils._terminate.logic
     SKIPPED,
     STEP_NODE,
     STEP_RELEASE,
+    WRITE_ACTIONS,
     Decision,
     Facts,
     hook_dicts,
@@ -104,6 +105,8 @@ class Report:
         self.observed_volumes: dict | None = None
         # What holds the Machine besides what the last decision says (a failed Node deletion).
         self.blockers: list[Blocker] = []
+        # How often each write (action, target) was tried: a run that keeps repeating one stops.
+        self.writes: dict[tuple, int] = {}
 
     # -- what the run did and saw ------------------------------------------------
     def note(self, text: str) -> None:
@@ -124,6 +127,14 @@ class Report:
     def assume_gone(self, key: str) -> None:
         """Check mode: an object a dry-run delete accepted counts as gone in the ``diff``'s after."""
         self.objects[key] = False
+
+    def repeated(self, decision: Decision, most: int) -> bool:
+        """Count a write the run is about to repeat; whether it has now been tried more than ``most`` times."""
+        if decision.action not in WRITE_ACTIONS:
+            return False
+        key = (decision.action, decision.target)
+        self.writes[key] = self.writes.get(key, 0) + 1
+        return self.writes[key] > most
 
     def add_wait(self, seconds: float) -> None:
         self.waited += seconds

@@ -28,8 +28,8 @@ from ansible_collections.lifecycle.machine.plugins.module_utils._machine.api imp
     wait_for_machine,
 )
 from ansible_collections.lifecycle.machine.plugins.module_utils._machine.deletion import ObjectState
-from ansible_collections.lifecycle.machine.plugins.module_utils._machine.flavour import CAPI_GROUP, PRE_TERMINATE, flavour_for, machine_label
-from ansible_collections.lifecycle.machine.plugins.module_utils._machine.scope import MachineScope
+from ansible_collections.lifecycle.machine.plugins.module_utils._machine.flavour import PRE_TERMINATE, Flavour, flavour_for, machine_label
+from ansible_collections.lifecycle.machine.plugins.module_utils._machine.scope import CachedMachines, MachineScope
 from ansible_collections.lifecycle.machine.plugins.module_utils._machine.waits import followed_deletion
 from ansible_collections.lifecycle.machine.plugins.module_utils._terminate import api as terminate_api
 from ansible_collections.lifecycle.machine.plugins.module_utils._terminate.logic import (
@@ -67,6 +67,61 @@ MAX_REPEATED_WRITES = 5
 PRE_TERMINATE_START_WRITTEN = "record the start of the wait for preTerminate hooks"
 
 
+class Stages:
+    """What a termination writes on the Machine before each action: the decision's deletion stages and the start
+    times it records, as the flavour's controller writes them - what one reconcile changes in one status write
+    (``Flavour.writes_stages_together``: Cluster API, the volume wait's start held until then), or each stage on
+    its own - each write named in ``report``."""
+
+    def __init__(self, api: KubeApi, flavour: Flavour, report: Report, *, dry_run: bool):
+        self.api, self.flavour, self.report, self.dry_run = api, flavour, report, dry_run
+        self.together = flavour.writes_stages_together and not dry_run
+        self.volume_start: Any = None
+
+    def record(self, decision: Decision, facts: Facts) -> bool:
+        """Write the decision's stages, before its action; True when its action, recording the
+        volume wait's start, is held for the next write instead (Cluster API Machines)."""
+        if facts.machine is None:
+            return False
+        if self.together:
+            if decision.action == RECORD_VOLUME_START:
+                self.hold_volume_start(facts)
+                return True
+            self.write_together(decision, facts)
+            return False
+        for stage in decision.stages:
+            facts.machine, written = terminate_api.record_stage(self.api, facts.machine, self.flavour, stage, dry_run=self.dry_run)
+            if written:
+                self.report.wrote(written)
+        return False
+
+    def hold_volume_start(self, facts: Facts) -> None:
+        """As Cluster API: the volume wait's start is not written on its own but with what the same
+        reconcile writes next (the wait's stage, or the stages up to the next wait or write)."""
+        if self.flavour.volume_detach_started_at(facts.machine) is None:
+            facts.machine = with_volume_start(facts.machine, self.flavour, now())
+            self.volume_start = self.flavour.volume_detach_started_at(facts.machine)
+
+    def write_together(self, decision: Decision, facts: Facts) -> None:
+        """The decision's stages, with the volume wait's start held so far and (at the preTerminate
+        gate) the start of that wait, in one status write, as one Cluster API reconcile writes them."""
+        flavour, held = self.flavour, self.volume_start
+        times = []
+        if held is not None:
+            _object_patch, status_patch = flavour.start_time_patches(volumes=held)
+            # Sent unless another writer's time is there already (ours is only held on the Machine as read).
+            times.append((status_patch, lambda current: flavour.volume_detach_started_at(current) not in (None, held), terminate_api.VOLUME_START_WRITTEN))
+        if decision.action == WAIT_PRE_TERMINATE and flavour.hook_wait_started_at(facts.machine, PRE_TERMINATE) is None:
+            patch = flavour.hook_wait_start_patch(PRE_TERMINATE, now())
+            if patch is not None:
+                times.append((patch, lambda current: flavour.hook_wait_started_at(current, PRE_TERMINATE) is not None, PRE_TERMINATE_START_WRITTEN))
+        if not times and not decision.stages:
+            return
+        facts.machine, written = terminate_api.record_together(self.api, facts.machine, flavour, decision.stages, times)
+        self.volume_start = None
+        self.report.wrote(*written)
+
+
 class Termination:
     """One run of machine_terminate for one Machine: observe, decide, act, until done or waiting."""
 
@@ -78,7 +133,7 @@ class Termination:
         *,
         started: float | None = None,
         reread: Callable[[dict], dict | None] | None = None,
-        view: Any = None,
+        view: CachedMachines | None = None,
     ):
         """``api`` is the task's (:func:`terminate_machine` gives it the task's deadline while it waits);
         ``reread`` reads the Machine again after a wait and ``view`` answers what Cluster API asks of the
@@ -97,26 +152,17 @@ class Termination:
         self.wait_timeout = max(0, round(self.deadline - started)) if api.deadline is not None else request.wait_timeout
         self.report = Report(machine, self.flavour, started=started, started_at=now(), check_mode=request.check_mode)
         # The referenced objects and the Node, looked at after each step and wait: in a machine_delete
-        # task from the task's shared feeds (no request of this Machine's own), else a GET each look.
+        # task from the run's cache (no request of this Machine's own), else a GET each look.
         self.objects = terminate_api.ReferencedObjects(api)
         self.nodes = terminate_api.NodeReads()
-        self._node_api: KubeApi | None = None
+        # Where the Machine's Node is (its workload cluster for Cluster API), connected the first time the Node is needed.
+        self.node_api = workload.NodeSide(api, lambda: self.machine, request.workload, lambda: self.flavour)
         self.volumes = terminate_api.VolumeObserver(
             api, self.flavour, rules=request.rules, use_cluster_rules=request.use_cluster_rules, node_side=self.node_api
         )
         self.node_abandoned: str | None = None
-        self.writes: dict[tuple, int] = {}
-        # Cluster API Machines: what one reconcile of the controller changes goes in one status write
-        # (docs/behaviour.md §2); the volume wait's start waits here for the stages written with it.
-        self.together = self.flavour.group == CAPI_GROUP and not request.check_mode
-        self.volume_start: Any = None
-
-    def node_api(self) -> KubeApi:
-        """Where the Machine's Node is (its workload cluster for Cluster API),
-        connected the first time the Node is needed."""
-        if self._node_api is None:
-            self._node_api = workload.node_api(self.api, self.machine, self.request.workload, self.flavour)
-        return self._node_api
+        # The stages and start times written before each action (docs/behaviour.md §2).
+        self.stages = Stages(api, self.flavour, self.report, dry_run=request.check_mode)
 
     def result(self) -> dict:
         return self.report.result(self.api.monotonic())
@@ -171,13 +217,14 @@ class Termination:
             return self.observe_more(decision, facts)
         if action == REFUSE:
             raise MachineError(decision.message, **self.result())
-        if self.record_stages(decision, facts):
+        if self.stages.record(decision, facts):
             return facts
         if action in (FINISHED, AWAIT_INSTANCE):
             return self.result()
         if self.request.check_mode:
             return self.dry_run(decision, facts)
-        self.count_write(decision)
+        if self.report.repeated(decision, MAX_REPEATED_WRITES):  # say, something recreates the object it deletes
+            raise MachineError(f"Machine {self.label}: {decision.next_step} did not take effect after {MAX_REPEATED_WRITES} attempts", **self.result())
         if action in WRITE_ACTIONS:
             return self.write(decision, facts)
         if action == WAIT_PRE_TERMINATE and facts.machine is not None:
@@ -219,49 +266,6 @@ class Termination:
             facts.bootstrap = state
 
     # -- writing -------------------------------------------------------------------
-    def record_stages(self, decision: Decision, facts: Facts) -> bool:
-        """Write the decision's stages, before its action; True when its action, recording the
-        volume wait's start, is held for the next write instead (Cluster API Machines)."""
-        if facts.machine is None:
-            return False
-        if self.together:
-            if decision.action == RECORD_VOLUME_START:
-                self.hold_volume_start(facts)
-                return True
-            self.write_together(decision, facts)
-            return False
-        for stage in decision.stages:
-            facts.machine, written = terminate_api.record_stage(self.api, facts.machine, self.flavour, stage, dry_run=self.request.check_mode)
-            if written:
-                self.report.wrote(written)
-        return False
-
-    def hold_volume_start(self, facts: Facts) -> None:
-        """As Cluster API: the volume wait's start is not written on its own but with what the same
-        reconcile writes next (the wait's stage, or the stages up to the next wait or write)."""
-        if self.flavour.volume_detach_started_at(facts.machine) is None:
-            facts.machine = with_volume_start(facts.machine, self.flavour, now())
-            self.volume_start = self.flavour.volume_detach_started_at(facts.machine)
-
-    def write_together(self, decision: Decision, facts: Facts) -> None:
-        """The decision's stages, with the volume wait's start held so far and (at the preTerminate
-        gate) the start of that wait, in one status write, as one Cluster API reconcile writes them."""
-        flavour, held = self.flavour, self.volume_start
-        times = []
-        if held is not None:
-            _object_patch, status_patch = flavour.start_time_patches(volumes=held)
-            # Sent unless another writer's time is there already (ours is only held on the Machine as read).
-            times.append((status_patch, lambda current: flavour.volume_detach_started_at(current) not in (None, held), terminate_api.VOLUME_START_WRITTEN))
-        if decision.action == WAIT_PRE_TERMINATE and flavour.hook_wait_started_at(facts.machine, PRE_TERMINATE) is None:
-            patch = flavour.hook_wait_start_patch(PRE_TERMINATE, now())
-            if patch is not None:
-                times.append((patch, lambda current: flavour.hook_wait_started_at(current, PRE_TERMINATE) is not None, PRE_TERMINATE_START_WRITTEN))
-        if not times and not decision.stages:
-            return
-        facts.machine, written = terminate_api.record_together(self.api, facts.machine, flavour, decision.stages, times)
-        self.volume_start = None
-        self.report.wrote(*written)
-
     def write(self, decision: Decision, facts: Facts) -> Facts:
         """Perform the decision's write (in check mode as a server-side dry run) and observe its effect."""
         action = decision.action
@@ -322,15 +326,6 @@ class Termination:
         # The patch's answer is the Machine's last state: being deleted with no finalizer left, it is gone.
         return self.observe(None if released is None or released_for_good(released) else released)
 
-    def count_write(self, decision: Decision) -> None:
-        """Stop a run that keeps repeating one write (say, something recreates the object it deletes)."""
-        if decision.action not in WRITE_ACTIONS:
-            return
-        key = (decision.action, decision.target)
-        self.writes[key] = self.writes.get(key, 0) + 1
-        if self.writes[key] > MAX_REPEATED_WRITES:
-            raise MachineError(f"Machine {self.label}: {decision.next_step} did not take effect after {MAX_REPEATED_WRITES} attempts", **self.result())
-
     # -- waiting -----------------------------------------------------------------------
     def wait(self, decision: Decision, facts: Facts) -> Facts | dict:
         """Wait (until the run's deadline) for what the decision waits for, then observe again."""
@@ -359,16 +354,13 @@ class Termination:
             self.api.sleep(min(float(self.request.wait_sleep), remaining))
             return True, machine
         if action in (WAIT_PRE_TERMINATE, WAIT_GONE):
-            satisfied = _gone if action == WAIT_GONE else self.past_pre_terminate
+            satisfied = _gone if action == WAIT_GONE else lambda current: current is None or not self.flavour.hooks(current).get(PRE_TERMINATE)
             current, done = wait_for_machine(self.api, machine, satisfied, self.deadline)
             return done, current
         gone = self.objects.wait_gone(decision.target, self.deadline)
         if gone:
             self.report.seen(object_key(decision.target), False)
         return gone, machine
-
-    def past_pre_terminate(self, machine: dict | None) -> bool:
-        return machine is None or not self.flavour.hooks(machine).get(PRE_TERMINATE)
 
     def stop_waiting(self, decision: Decision) -> dict:
         """Where a run stops at a wait: a result without ``wait``, a failure when ``wait_timeout`` ran out."""

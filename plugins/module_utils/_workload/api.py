@@ -13,15 +13,15 @@ deadline; its errors name the workload cluster.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from ansible_collections.lifecycle.machine.plugins.module_utils._errors import MachineError
 from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.client import KubeApi
 from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.connect import client_from_kubeconfig
 from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.errors import ApiError, ConfigError
-from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.paths import resource_path
+from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.paths import NODES, resource_path
 from ansible_collections.lifecycle.machine.plugins.module_utils._machine.flavour import Flavour, flavour_for, machine_label
-from ansible_collections.lifecycle.machine.plugins.module_utils._workload.feed import NODES
 from ansible_collections.lifecycle.machine.plugins.module_utils._workload.logic import (
     KUBECONFIG,
     MANAGEMENT,
@@ -82,6 +82,21 @@ def node_api(api: KubeApi, machine: dict, settings: WorkloadSettings, flavour: F
     return api.other_cluster(cluster_key(namespace, cluster, entry), make, label=label)
 
 
+class NodeSide:
+    """The connection to a Machine's Node (:func:`node_api`), made the first time the Node is needed and kept;
+    ``machine()`` gives the Machine (None: a Node given by name, on ``api`` itself)."""
+
+    def __init__(self, api: KubeApi, machine: Callable[[], dict | None], settings: WorkloadSettings, flavour: Callable[[], Flavour | None]):
+        self.api, self.machine, self.settings, self.flavour = api, machine, settings, flavour
+        self.made: KubeApi | None = None
+
+    def __call__(self) -> KubeApi:
+        if self.made is None:
+            machine = self.machine()
+            self.made = self.api if machine is None else node_api(self.api, machine, self.settings, self.flavour())
+        return self.made
+
+
 def _client(api: KubeApi, machine: dict, namespace: str, cluster: str, entry: WorkloadEntry) -> Any:
     label = cluster_label(namespace, cluster)
     if entry.source == KUBECONFIG:
@@ -128,9 +143,9 @@ def check_node_side(api: KubeApi, machine: dict, settings: WorkloadSettings) -> 
             node_api(api, machine, settings, flavour).get(NODES, limit=1)
         return
     node_side = node_api(api, machine, settings, flavour)
-    # A GET, not the task's shared feed of Nodes: this check is the gate before the Machine is marked for
+    # Live, not the run's cache of Nodes: this check is the gate before the Machine is marked for
     # deletion (a write no resourceVersion guards against a Node that changed), so it takes the server's word.
-    node = node_side.get(f"{NODES}/{node_name}")
+    node = node_side.live_reader().get(f"{NODES}/{node_name}")
     conflict = provider_id_conflict(machine, node, node_side.label or "the management cluster")
     if conflict:
         raise MachineError(conflict + "; the Machine was not marked for deletion")

@@ -24,6 +24,7 @@ from ansible_collections.lifecycle.machine.plugins.module_utils._delete.run impo
 from ansible_collections.lifecycle.machine.plugins.module_utils._drain import rules as drain_rules
 from ansible_collections.lifecycle.machine.plugins.module_utils._drain.escalations import normalize_escalations
 from ansible_collections.lifecycle.machine.plugins.module_utils._drain.rules import normalize_rules
+from ansible_collections.lifecycle.machine.plugins.module_utils._drain.stall_policy import StallPolicy
 from ansible_collections.lifecycle.machine.plugins.module_utils._timeutil import now, rfc3339
 
 KEY = f"{NS}/{NAME}"
@@ -185,7 +186,7 @@ def test_a_followed_budget_refusal_is_judged_by_its_budget_and_on_stall_fail_sto
     assert refusal["verdict"] == "can never clear as things stand", refusal
     assert (refusal["evidence"]["budget"], refusal["evidence"]["max_unavailable"]) == (f"{NS}/web", 0)
     started = place.fake.monotonic()
-    failed = delete_machines(place.fake, request(machine_controller="live", drain_timeout=600, on_stall="fail"))
+    failed = delete_machines(place.fake, request(machine_controller="live", drain_timeout=600, stall=StallPolicy(on_stall="fail")))
     (outcome,) = failed["machines"]
     assert outcome["status"] == FAILED and outcome["message"].startswith("Stopped following the deletion"), outcome
     assert f"budget {NS}/web: its maxUnavailable is 0" in outcome["message"] and outcome["blockers"], outcome
@@ -211,7 +212,7 @@ def test_escalations_the_identity_may_not_carry_out_fail_the_machine_before_it_i
     place.fake.denied.add(("delete", "", "pods", None))
     escalations = normalize_escalations([{"after": "30m", "reason": "CHG-1"}])
     for check_mode in (True, False):
-        result = delete_machines(place.fake, request(escalations=escalations, check_mode=check_mode))
+        result = delete_machines(place.fake, request(stall=StallPolicy(escalations=escalations), check_mode=check_mode))
         (outcome,) = result["machines"]
         assert outcome["status"] == FAILED, outcome
         message = outcome["message"]
@@ -220,7 +221,7 @@ def test_escalations_the_identity_may_not_carry_out_fail_the_machine_before_it_i
         assert changes(place) == [], changes(place)
         assert place.stored(place.path)["metadata"].get("deletionTimestamp") is None
     assert result["errors"] == [f"{KEY}: {message}"]
-    preview = delete_machines(place.fake, request(escalations=escalations, check_mode=True))["preflight"]
+    preview = delete_machines(place.fake, request(stall=StallPolicy(escalations=escalations), check_mode=True))["preflight"]
     assert list(preview["can_never_finish"]) == [KEY] and "escalations[0]" in preview["can_never_finish"][KEY][0]
 
 
@@ -229,7 +230,7 @@ def test_a_machine_being_deleted_fails_before_its_drain_touches_anything() -> No
     pod(place)
     place.fake.denied.add(("delete", "", "pods", NS))
     escalations = normalize_escalations([{"after": 0, "reason": "CHG-2", "namespaces": [NS]}])
-    result = delete_machines(place.fake, request(escalations=escalations))
+    result = delete_machines(place.fake, request(stall=StallPolicy(escalations=escalations)))
     (outcome,) = result["machines"]
     assert outcome["status"] == FAILED and f"delete pods (core API group) in namespace {NS}" in outcome["message"], outcome
     assert changes(place) == [], changes(place)
@@ -239,7 +240,7 @@ def test_a_machine_being_deleted_fails_before_its_drain_touches_anything() -> No
 def test_escalations_the_identity_may_carry_out_are_asked_about_once() -> None:
     place = world()
     escalations = normalize_escalations([{"after": "30m", "reason": "CHG-1"}])
-    result = delete_machines(place.fake, request(escalations=escalations))
+    result = delete_machines(place.fake, request(stall=StallPolicy(escalations=escalations)))
     assert result["machines"][0]["status"] == DONE, result["machines"][0]
     assert [path for _method, path in place.fake.requests].count(REVIEWS) == 1
     assert delete_machines(place.fake, request())["machines"][0]["status"] == DONE

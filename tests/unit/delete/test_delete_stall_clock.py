@@ -20,8 +20,8 @@ from ansible_collections.lifecycle.machine.plugins.module_utils._errors import M
 
 
 def test_stall_timeout_is_taken_and_checked_before_anything_is_touched() -> None:
-    assert DeleteRequest.from_params({**PARAMS, "stall_timeout": 1800}, False, 1000.0).stall_timeout == 1800
-    assert DeleteRequest.from_params(PARAMS, False, 1000.0).stall_timeout is None
+    assert DeleteRequest.from_params({**PARAMS, "stall_timeout": 1800}, False, 1000.0).stall.timeout == 1800
+    assert DeleteRequest.from_params(PARAMS, False, 1000.0).stall.timeout is None
     with pytest.raises(MachineError, match="stall_timeout must be at least 1"):
         DeleteRequest.from_params({**PARAMS, "stall_timeout": 0}, False, 1000.0)
 

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from ansible_collections.lifecycle.machine.plugins.module_utils._delete.followed import judge_reported_budgets, never_message
+from ansible_collections.lifecycle.machine.plugins.module_utils._delete.followed import judge_reported_budgets
+from ansible_collections.lifecycle.machine.plugins.module_utils._drain.stall_policy import never_message
 from ansible_collections.lifecycle.machine.plugins.module_utils._machine.blockers import (
     CLEARS,
     KIND_CONTROLLER,

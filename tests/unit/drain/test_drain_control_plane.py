@@ -1,13 +1,12 @@
 """OpenShift's control-plane Nodes drained one at a time (docs/behaviour.md row O3): the pure
-rule (``_drain/gates.py``), its blockers (``_drain/stalls.py``), the read (``_drain/api.py``)
-and the drain's wait before its first pass (``_drain/run.py``) against the fake transport."""
+rule (``_drain/gates.py``), its blockers (``_drain/stalls.py``), the read and the turn
+(``_drain/waits.py``) and the drain's wait before its first pass (``_drain/run.py``) against the fake transport."""
 
 from __future__ import annotations
 
 from drain_run_helpers import NODE, NODE_PATH, NS, OPENSHIFT_V, add_node, machine_path, openshift_machine, pods_go_away_while_watched, shop
 from fake_kube import FakeKube
 
-from ansible_collections.lifecycle.machine.plugins.module_utils._drain.api import read_control_plane_gate
 from ansible_collections.lifecycle.machine.plugins.module_utils._drain.gates import (
     CONTROL_PLANE_RETRY_SECONDS,
     control_plane_refusal_message,
@@ -18,6 +17,7 @@ from ansible_collections.lifecycle.machine.plugins.module_utils._drain.gates imp
 from ansible_collections.lifecycle.machine.plugins.module_utils._drain.request import DrainRequest
 from ansible_collections.lifecycle.machine.plugins.module_utils._drain.run import run_drain
 from ansible_collections.lifecycle.machine.plugins.module_utils._drain.stalls import KIND_CONTROL_PLANE_CORDONED, control_plane_blockers
+from ansible_collections.lifecycle.machine.plugins.module_utils._drain.waits import read_control_plane_gate
 from ansible_collections.lifecycle.machine.plugins.module_utils._errors import MachineError
 from ansible_collections.lifecycle.machine.plugins.module_utils._machine.blockers import CLEARS, NEEDS_ACTION
 from ansible_collections.lifecycle.machine.plugins.module_utils._machine.flavour import flavour_for
@@ -112,13 +112,13 @@ def test_a_node_whose_deletion_goes_on_clears_by_itself_one_cordoned_otherwise_n
 def test_the_read_lists_the_nodes_only_for_a_control_plane_node_not_cordoned_yet() -> None:
     fake = FakeKube()
     fake.put(NODE_PATH, node(NODE))
-    assert read_control_plane_gate(fake, NODE)[1:] == ([], set())
+    assert read_control_plane_gate(fake, NODE, OPENSHIFT_V)[1:] == ([], set())
     assert fake.requests == [("GET", NODE_PATH)]
     fake = FakeKube()
     fake.put(NODE_PATH, node(NODE, labels={CP: ""}))
     fake.put("/api/v1/nodes/cp-1", node("cp-1", labels={CP: ""}, cordoned=True, annotations={"machine.openshift.io/machine": "openshift-machine-api/master-2"}))
     fake.put(OTHER_MACHINE, {"apiVersion": OPENSHIFT_V, "kind": "Machine", "metadata": {"name": "master-2", "deletionTimestamp": "2026-01-01T00:00:00Z"}})
-    found, others, deleting = read_control_plane_gate(fake, NODE)
+    found, others, deleting = read_control_plane_gate(fake, NODE, OPENSHIFT_V)
     assert found["metadata"]["name"] == NODE and names(others) == ["cp-1"] and deleting == {"openshift-machine-api/master-2"}
 
 

@@ -13,10 +13,10 @@ from fake_kube import FakeKube
 from ansible_collections.lifecycle.machine.plugins.module_utils._drain.gates import drain_skip_reason, drain_timeout_left, pre_drain_hooks
 from ansible_collections.lifecycle.machine.plugins.module_utils._drain.run import DrainGate
 from ansible_collections.lifecycle.machine.plugins.module_utils._errors import MachineError
+from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.cache import Cache
+from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.informer import Informer
 from ansible_collections.lifecycle.machine.plugins.module_utils._machine.api import DeletionRecorder
-from ansible_collections.lifecycle.machine.plugins.module_utils._machine.feed import ObjectFeed
 from ansible_collections.lifecycle.machine.plugins.module_utils._machine.flavour import flavour_for
-from ansible_collections.lifecycle.machine.plugins.module_utils._workload.feed import ClusterFeeds
 
 MACHINE = machine_path()
 HOOK_TEXT = "quorum-guard (owner etcd)"
@@ -149,29 +149,26 @@ def test_once_the_pre_terminate_wait_started_the_node_is_never_drained_again() -
     assert not any("fakemachines" in path for _method, path in fake.requests), "the recorded time is enough: no read"
 
 
-# -- the InfraMachine through the task's shared feed (machine_delete) ------------------------------
+# -- the InfraMachine through the run's cache (machine_delete) ------------------------------
 
 INFRA_COLLECTION = f"/apis/{INFRA_V1}/namespaces/{NS}/fakemachines"
 INFRA = f"{INFRA_COLLECTION}/m1"
 
 
-class Listening(ObjectFeed):
-    """A feed that counts as listed and watched (the stand-in runs no background watch: fed by hand)."""
+class Listening(Informer):
+    """An informer that counts as listed and watched (the stand-in runs no background watch: fed by hand)."""
 
     def ready(self) -> bool:
         return True
 
 
 class Sharing(FakeKube):
-    """machine_delete's transport: the task's shared feeds, the InfraMachines' collection among them."""
+    """machine_delete's transport: the run's cache, the InfraMachines' collection in it."""
 
     def __init__(self) -> None:
         super().__init__()
-        self.feeds = ClusterFeeds(self)
-        self.infra = self.feeds._feeds[INFRA_COLLECTION] = Listening(self, INFRA_COLLECTION, INFRA_V1, "FakeMachine", lambda _obj: True)
-
-    def shared_view(self, _key, _make):
-        return self.feeds
+        self.cache = Cache(self)
+        self.infra = self.cache._informers[INFRA_COLLECTION] = Listening(self, INFRA_COLLECTION, INFRA_V1, "FakeMachine", lambda _obj: True)
 
     def infra_gets(self) -> int:
         return self.requests.count(("GET", INFRA))
@@ -203,7 +200,7 @@ def test_an_infra_machine_the_feed_has_not_shown_is_gone_only_on_the_servers_wor
 
 
 def test_machine_drain_alone_reads_the_infra_machine_with_a_get_each_look() -> None:
-    fake = FakeKube()  # no shared feeds
+    fake = FakeKube()  # no cache
     gate = gate_for(fake, capi_machine(fake))
     assert gate.drain_skip_reason() is None and gate.drain_skip_reason() is None
     assert fake.requests.count(("GET", INFRA)) == 2

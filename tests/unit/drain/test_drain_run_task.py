@@ -29,6 +29,7 @@ from fake_kube import FakeKube
 from ansible_collections.lifecycle.machine.plugins.module_utils._drain.escalations import normalize_escalations
 from ansible_collections.lifecycle.machine.plugins.module_utils._drain.request import DrainRequest
 from ansible_collections.lifecycle.machine.plugins.module_utils._drain.run import DrainRun, run_drain
+from ansible_collections.lifecycle.machine.plugins.module_utils._drain.stall_policy import StallPolicy
 from ansible_collections.lifecycle.machine.plugins.module_utils._errors import MachineError
 from ansible_collections.lifecycle.machine.plugins.module_utils._machine.flavour.base import OPENSHIFT_DRAIN_START_ANNOTATION
 
@@ -374,7 +375,7 @@ def test_an_option_the_identity_may_not_carry_out_fails_before_anything_is_touch
     openshift_machine(fake)
     fake.denied.add(("delete", "", "pods", None if option == "disable_eviction" else NS))
     if "escalations" in options:
-        options = {"escalations": normalize_escalations(options["escalations"])}
+        options = {"stall": StallPolicy(escalations=normalize_escalations(options["escalations"]))}
     with pytest.raises(MachineError) as raised:
         run_drain(fake, machine_request(check_mode=check_mode, **options))
     assert raised.value.msg.startswith(f"{option} deletes Pods instead of evicting them, which needs delete pods (core API group) {where} in the cluster")

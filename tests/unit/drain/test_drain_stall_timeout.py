@@ -1,13 +1,13 @@
-"""stall_timeout (``_drain/stalls.py`` ProgressClock): what counts as progress from one pass to the next, and when a drain
+"""stall_timeout (``_drain/stall_policy.py`` ProgressClock): what counts as progress from one pass to the next, and when a drain
 without any counts as stalled."""
 
 from __future__ import annotations
 
 from ansible_collections.lifecycle.machine.plugins.module_utils._drain.logic import PodDecision, plan_drain
 from ansible_collections.lifecycle.machine.plugins.module_utils._drain.passes import DrainPass, EvictionOutcome
-from ansible_collections.lifecycle.machine.plugins.module_utils._drain.request import DrainRequest, progress_since
+from ansible_collections.lifecycle.machine.plugins.module_utils._drain.request import DrainRequest
 from ansible_collections.lifecycle.machine.plugins.module_utils._drain.rules import DRAIN, SKIP, WAIT_COMPLETED
-from ansible_collections.lifecycle.machine.plugins.module_utils._drain.stalls import ProgressClock, stall_message
+from ansible_collections.lifecycle.machine.plugins.module_utils._drain.stall_policy import ProgressClock, progress_since, stall_message
 from ansible_collections.lifecycle.machine.plugins.module_utils._errors import MachineError
 from ansible_collections.lifecycle.machine.plugins.module_utils._machine.blockers import CLEARS, PHASE_DRAIN, Blocker
 
@@ -92,8 +92,8 @@ def params(**extra) -> dict:
 
 def test_the_request_takes_stall_timeout_and_the_previous_rounds_progress() -> None:
     request = DrainRequest.from_params(params(stall_timeout=1800, progress_since=1_700_000_000.5), check_mode=False)
-    assert (request.stall_timeout, request.progress_since) == (1800, 1_700_000_000.5)
-    assert DrainRequest.from_params(params(), check_mode=False).stall_timeout is None
+    assert (request.stall.timeout, request.stall.since) == (1800, 1_700_000_000.5)
+    assert DrainRequest.from_params(params(), check_mode=False).stall.timeout is None
     for bad, said in ((params(stall_timeout=0), "stall_timeout must be at least 1"), (params(progress_since=9e12), "progress_since must be epoch seconds")):
         try:
             DrainRequest.from_params(bad, check_mode=False)

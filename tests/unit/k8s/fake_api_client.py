@@ -166,7 +166,7 @@ def make_api(client: ScriptedClient | None = None, *, seed: int = 0, deadline: f
     client = client or FakeApiClient(clock)
     client.clock = clock
     api = KubeApi(client, policy=RetryPolicy(rng=random.Random(seed), **policy), clock=clock)
-    api._cancelled = _PauseEvent(clock)
+    api._session.cancelled = _PauseEvent(clock)
     if deadline is not None:
         api = api.fork(deadline=clock() + deadline)  # a task's KubeApi, as a runner makes it
     return api, client, clock

@@ -12,7 +12,8 @@ from collections import Counter
 import pytest
 from fake_api_client import FakeApiClient, LegacyApiClient, Response, make_api, ok, read_timeout, refused, reset, ssl_error, status
 
-from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.client import FIRST_CONTACT_BUDGET, READ_TIMEOUT, KubeApi
+from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.attempts import FIRST_CONTACT_BUDGET, READ_TIMEOUT
+from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.client import KubeApi
 from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.errors import ApiError, Cancelled
 from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.paths import JSON_PATCH
 from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.retry import RetryPolicy

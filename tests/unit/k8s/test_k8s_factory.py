@@ -13,7 +13,7 @@ import pytest
 from fake_api_client import FakeClock, refused, ssl_error
 
 from ansible_collections.lifecycle.machine.plugins.module_utils._k8s import connect as connect_module
-from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.client import FIRST_CONTACT_BUDGET
+from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.attempts import FIRST_CONTACT_BUDGET
 from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.connect import (
     _from_factory,
     _keep_host,

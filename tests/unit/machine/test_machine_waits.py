@@ -18,6 +18,7 @@ from fake_kube import FakeKube
 from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.errors import Cancelled
 from ansible_collections.lifecycle.machine.plugins.module_utils._machine import waits
 from ansible_collections.lifecycle.machine.plugins.module_utils._machine.controller import COLLECTION, CONTROLLER
+from ansible_collections.lifecycle.machine.plugins.module_utils._machine.flavour.openshift import DRAIN_REQUEUED
 from ansible_collections.lifecycle.machine.plugins.module_utils._machine.liveness import FAILED, FORBIDDEN, FOUND, MISSING, NO_LEASE
 
 LEASE = "/apis/coordination.k8s.io/v1/namespaces/capi-system/leases/controller-leader-election-capi"
@@ -187,16 +188,16 @@ def test_the_newest_drain_requeued_event_of_the_machine_is_its_drain_report() ->
         body = {"metadata": {"name": name, "namespace": "mapi"}, "involvedObject": {"uid": uid}, "reason": reason, "lastTimestamp": last}
         kube.put(f"/api/v1/namespaces/mapi/events/{name}", {**body, "message": message})
 
-    assert waits.read_drain_report(kube, machine) is None
+    assert waits.read_drain_report(kube, machine, DRAIN_REQUEUED) is None
     event("a", "u-1", "DrainRequeued", "2026-11-27T10:00:00Z", "Node drain requeued: older")
     event("b", "u-1", "DrainRequeued", "2026-11-27T10:00:20Z", "Node drain requeued: newest")
     event("c", "u-2", "DrainRequeued", "2026-11-27T10:00:40Z", "another Machine (an earlier one of the same name)")
     event("d", "u-1", "DrainProceeds", "2026-11-27T10:00:40Z", "another reason")
-    assert waits.read_drain_report(kube, machine) == "Node drain requeued: newest"
-    assert waits.read_drain_report(kube, {"metadata": {"name": "worker-0", "namespace": "mapi"}}) is None  # no UID: no guess
+    assert waits.read_drain_report(kube, machine, DRAIN_REQUEUED) == "Node drain requeued: newest"
+    assert waits.read_drain_report(kube, {"metadata": {"name": "worker-0", "namespace": "mapi"}}, DRAIN_REQUEUED) is None  # no UID: no guess
 
 
 def test_events_that_cannot_be_read_give_no_drain_report() -> None:
     kube = FakeKube()
     kube.fail("GET", "/api/v1/namespaces/mapi/events", FakeKube.error(403, "events is forbidden"))
-    assert waits.read_drain_report(kube, {"metadata": {"name": "worker-0", "namespace": "mapi", "uid": "u-1"}}) is None
+    assert waits.read_drain_report(kube, {"metadata": {"name": "worker-0", "namespace": "mapi", "uid": "u-1"}}, DRAIN_REQUEUED) is None

@@ -111,13 +111,16 @@ CALLS = {
     "replace": (0, ("update",)),
     "delete": (0, ("delete",)),
     "delete_object": (0, ("delete",)),
-    # The waits of _k8s/watch.py and the drain's watches: a list (to start, or after 410 Gone) and a watch; the
-    # wait for one object reads it, then watches its collection.
+    # The waits of _k8s/watch.py and the informers (_k8s/informer.py: the caches, the drain's watches): a list (to
+    # start, or after 410 Gone) and a watch; the wait for one object reads it, then watches its collection; an
+    # object a step follows through the run's cache (Reader.follow) is read, or listed and watched with its collection.
     "watch_until": (1, ("list", "watch")),
-    "_spawn": (1, ("list", "watch")),
+    "Informer": (1, ("list", "watch")),
+    "informer": (0, ("list", "watch")),
+    "items": (0, ("list", "watch")),
     "wait_for_object": (1, ("get", "watch")),
     "wait_until_gone": (1, ("get", "watch")),
-    "shared_object": (1, ("get", "list", "watch")),
+    "follow": (0, ("get", "list", "watch")),
 }
 REQUEST_VERBS = {"GET": None, "POST": ("create",), "PATCH": ("patch",), "PUT": ("update",), "DELETE": ("delete",)}
 
@@ -274,7 +277,7 @@ def test_every_request_in_the_source_is_granted() -> None:
         ("", "pods", "get"),  # the read before an eviction whose answer was lost is sent again (a local path + verify)
         ("", "pods/eviction", "create"),  # path + "/eviction"
         ("", "pods", "delete"),  # disable_eviction and escalations (the opt-in role)
-        ("", "nodes", "list"),  # the drain's re-list of its Node (a constant of _workload/feed.py)
+        ("", "nodes", "list"),  # the drain's re-list of its Node (a constant of _k8s/paths.py)
         ("", "nodes", "patch"),  # node_path, a helper
         ("apps", "statefulsets", "get"),  # the preflight's table of controller kinds
         ("", "replicationcontrollers", "get"),

@@ -23,6 +23,7 @@ from ansible_collections.lifecycle.machine.plugins.module_utils._machine.conditi
     set_metav1_condition,
     set_v1beta1_condition,
 )
+from ansible_collections.lifecycle.machine.plugins.module_utils._machine.flavour.owners import OwnerTraits
 
 OPENSHIFT = "openshift"
 CLUSTERAPI = "clusterapi"
@@ -123,8 +124,8 @@ def is_deleting(machine: dict) -> bool:
     return bool(meta_of(machine).get("deletionTimestamp"))
 
 
-class Flavour:
-    """What both flavours share; subclasses say where things live."""
+class Flavour(OwnerTraits):
+    """What both flavours share; subclasses say where things live (what their MachineSets do: :class:`OwnerTraits`)."""
 
     name = ""
     group = ""
@@ -136,20 +137,34 @@ class Flavour:
     split_clusters = False
     # The Event the flavour's drain controller records when it writes the drain as skipped (type, reason, message).
     drain_skipped_event: tuple[str, str, str] | None = None
+    # Whether the flavour's drain controller writes the drain as skipped for a Machine without a Node too.
+    drain_skipped_without_node = False
+    # Whether Cluster API's Node rules apply (docs/behaviour.md §2, _machine/deletion.py, _machine/api.py): the Node
+    # steps are skipped for a Cluster being deleted or without an active control plane (isDeleteNodeAllowed), a
+    # Machine without a nodeRef is given the Node carrying its providerID, and the drain and the volume wait end
+    # for good once the preTerminate wait started or the InfraMachine is gone or being deleted.
+    capi_node_rules = False
+    # Whether what one reconcile of the flavour's controller changes goes in one status write (docs/behaviour.md §2).
+    writes_stages_together = False
+    # Whether the volume wait's start is recorded only once a volume is found attached (the collection's own
+    # annotation, OpenShift), rather than whenever the wait runs (Cluster API; docs/behaviour.md §4).
+    volume_start_when_attached = False
+    # Whether provider tasks outside the collection terminate the instance (OpenShift), rather than the
+    # deletion of infrastructure and bootstrap objects (Cluster API).
+    provider_terminates_instance = False
+    # The conditions the flavour's controller reports a deletion's progress in, in order (OpenShift's Drainable,
+    # Drained, Terminable); empty: it reports it in one Deleting condition (Cluster API v1beta2).
+    progress_conditions: tuple[str, ...] = ()
+    # The reason of the Event in which the flavour's drain controller names each Pod it could not evict (OpenShift's
+    # DrainRequeued; its Drained condition names them too); None: its Deleting condition names them.
+    drain_report_event: str | None = None
+    # Whether an API server whose Machine schema lacks the field may drop a hook silently (OpenShift's
+    # spec.lifecycleHooks): a hook is written as a dry run first.
+    hooks_may_be_pruned = False
     # The Events the flavour's drain controller records each time it refuses to drain a control-plane Node
     # while another control-plane Node is cordoned (type, reason, message), in order; empty: the flavour
     # drains control-plane Nodes side by side (_drain/gates.py, docs/behaviour.md row O3).
     control_plane_drain_refused_events: tuple[tuple[str, str, str], ...] = ()
-
-    # The annotation that makes a Machine's MachineSet delete it first when its replicas go down (every delete policy).
-    delete_machine_annotation = ""
-    # Whether the flavour's MachineSet still counts a Machine being deleted, so that it creates the
-    # replacement only once that Machine is gone (Cluster API); OpenShift's no longer counts it and
-    # creates the replacement as soon as the deletion starts.
-    machine_set_counts_deleting = False
-    # The controller-owner kinds (of this API group) whose replicas the collection may change for a Machine
-    # (docs/delete_machine.md, "The replacement"), the first being the kind that owns the Machines.
-    scalable_owner_kinds: tuple[str, ...] = ()
 
     def __init__(self, api_version: str):
         self.api_version = api_version
@@ -200,19 +215,14 @@ class Flavour:
     def is_control_plane(self, machine: dict) -> bool:
         return False
 
+    def controller_lease(self, machine: dict) -> tuple[str, str] | None:
+        """(namespace, name) of the leader-election Lease the flavour's controller holds where it is installed as
+        shipped (``_machine/liveness.py``); None when the collection knows none."""
+        return None
+
     def not_authoritative(self, machine: dict) -> str | None:
         """Why the Machine's own controller leaves it alone because another API is authoritative
         for it (OpenShift's ``status.authoritativeAPI``); None when it does not."""
-        return None
-
-    # -- owners (MachineSets, MachineDeployments) ----------------------------
-    def autoscaler_annotation(self, bound: str) -> str:
-        """The cluster autoscaler's annotation on a node group (a MachineSet or MachineDeployment) for its
-        ``min`` or ``max`` size: the autoscaler's Cluster API provider reads them under the Machine API's group."""
-        return f"{self.group}/cluster-api-autoscaler-node-group-{bound}-size"
-
-    def owner_paused(self, owner: dict, cluster: dict | None) -> str | None:
-        """Why the owner's controller does nothing now (its replicas would not be acted on); None when it acts."""
         return None
 
     # -- deletion settings ---------------------------------------------------

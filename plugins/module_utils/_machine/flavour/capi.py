@@ -42,6 +42,8 @@ from ansible_collections.lifecycle.machine.plugins.module_utils._timeutil import
 
 # Cluster API's pause of one object (util/annotations HasPaused): its controller does nothing while it is there.
 CAPI_PAUSED_ANNOTATION = "cluster.x-k8s.io/paused"
+# Cluster API's core manager: its LeaderElectionID, in the namespace it is installed in.
+CAPI_LEASE = ("capi-system", "controller-leader-election-capi")
 # Where Cluster API records, in ``status.deletion``, when a Machine started waiting at each gate.
 HOOK_WAIT_START_FIELDS = {PRE_DRAIN: "waitForPreDrainHookStartTime", PRE_TERMINATE: "waitForPreTerminateHookStartTime"}
 
@@ -58,6 +60,8 @@ class ClusterAPIFlavour(Flavour):
     # The MachineSet controller lists a MachineSet's Machines deleting ones included (syncReplicas).
     machine_set_counts_deleting = True
     scalable_owner_kinds = ("MachineSet", "MachineDeployment")
+    capi_node_rules = True
+    writes_stages_together = True
 
     @property
     def v1beta2(self) -> bool:
@@ -123,6 +127,9 @@ class ClusterAPIFlavour(Flavour):
     def control_plane_ref(self, cluster: dict) -> ObjectRef | None:
         """The object a Cluster's spec.controlPlaneRef points at (Cluster and Machine share the API version)."""
         return self._ref(cluster, spec_of(cluster).get("controlPlaneRef"))
+
+    def controller_lease(self, machine: dict) -> tuple[str, str] | None:
+        return CAPI_LEASE
 
     def cluster_name(self, machine: dict) -> str | None:
         return spec_of(machine).get("clusterName") or (meta_of(machine).get("labels") or {}).get(CAPI_CLUSTER_NAME_LABEL)

@@ -49,6 +49,15 @@ OPENSHIFT_TYPE_LABEL = "machine.openshift.io/cluster-api-machine-type"
 DRAIN_REQUEUED = "DrainRequeued"
 # The label that names an OpenShift Machine's cluster (its infrastructure name).
 OPENSHIFT_CLUSTER_LABEL = "machine.openshift.io/cluster-api-cluster"
+# Where each platform's machine controller holds its leader-election Lease: the machine-api-operator's namespace,
+# one Lease ID per platform (by the kind of the Machine's providerSpec).
+OPENSHIFT_LEASE_NAMESPACE = "openshift-machine-api"
+OPENSHIFT_PLATFORMS = {
+    "AWSMachineProviderConfig": "aws",
+    "AzureMachineProviderSpec": "azure",
+    "GCPMachineProviderSpec": "gcp",
+    "VSphereMachineProviderSpec": "vsphere",
+}
 
 
 class OpenShiftFlavour(Flavour):
@@ -64,6 +73,12 @@ class OpenShiftFlavour(Flavour):
     machine_set_counts_deleting = False
     scalable_owner_kinds = ("MachineSet",)
     drain_skipped_event = ("Normal", "DrainSkipped", "Node drain skipped")
+    drain_skipped_without_node = True
+    volume_start_when_attached = True
+    provider_terminates_instance = True
+    progress_conditions = ("Drainable", "Drained", "Terminable")
+    drain_report_event = DRAIN_REQUEUED
+    hooks_may_be_pruned = True
     # drain_controller.go, Reconcile and isDrainAllowed: DrainProceeds, then the refusal as a requeue after 20 s.
     control_plane_drain_refused_events = (
         ("Normal", "DrainProceeds", "Node drain proceeds"),
@@ -73,6 +88,11 @@ class OpenShiftFlavour(Flavour):
     def owning_cluster(self, machine: dict) -> str | None:
         """OpenShift's cluster (its infrastructure name), from the label the installer puts on every Machine."""
         return (meta_of(machine).get("labels") or {}).get(OPENSHIFT_CLUSTER_LABEL) or None
+
+    def controller_lease(self, machine: dict) -> tuple[str, str] | None:
+        value = (spec_of(machine).get("providerSpec") or {}).get("value") or {}
+        platform = OPENSHIFT_PLATFORMS.get(str(value.get("kind") or "")) if isinstance(value, dict) else None
+        return (OPENSHIFT_LEASE_NAMESPACE, f"cluster-api-provider-{platform}-leader") if platform else None
 
     def not_authoritative(self, machine: dict) -> str | None:
         authority = status_of(machine).get("authoritativeAPI") or ""

@@ -1,34 +1,27 @@
-"""The whole-cluster reads a machine_delete task's Machines share (``_workload/feed.py``) and the
-feed's listeners (``_machine/feed.py`` ``ObjectFeed.listen``): what a listener is told and when,
-objects of every namespace kept apart, and nothing shared where the run shares nothing. The
-watches themselves run against the real API server (tests/integration/test_delete_machine.py)."""
+"""The run's caches (``_k8s/cache.py``) and an informer's listeners (``_k8s/informer.py``
+``Informer.listen``): what a listener is told and when, objects of every namespace kept apart, one
+cache per connection shared by every fork, nothing cached where the run keeps no cache, and the
+rules of what a lagging cache may decide (``CachedObject``). The watches themselves run against the
+real API server (tests/integration/test_delete_machine.py)."""
 
 from __future__ import annotations
 
 import threading
 
+from fake_api_client import FakeApiClient, make_api, ok
 from fake_kube import FakeKube
 
-from ansible_collections.lifecycle.machine.plugins.module_utils._machine.feed import ObjectFeed
-from ansible_collections.lifecycle.machine.plugins.module_utils._workload.feed import (
-    BUDGETS,
-    NODES,
-    ClusterFeeds,
-    SharedObject,
-    cluster_feeds,
-    shared_items,
-    shared_object,
-    went_with,
-    without_bulk,
-)
+from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.cache import Cache, CachedObject, Reader, went_with, without_bulk
+from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.informer import Informer
+from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.paths import BUDGETS, NAMESPACES, NODES
 
 
 def budget(namespace: str, name: str, version: str, allowed: int = 1) -> dict:
     return {"metadata": {"name": name, "namespace": namespace, "resourceVersion": version}, "status": {"disruptionsAllowed": allowed}}
 
 
-class Listening(ObjectFeed):
-    """A feed that counts as listed and watched (the stand-in runs no background watch)."""
+class Listening(Informer):
+    """An informer that counts as listed and watched (the stand-in runs no background watch)."""
 
     def ready(self) -> bool:
         return True
@@ -94,33 +87,34 @@ def test_a_failing_listener_is_dropped_and_the_others_still_hear() -> None:
 
 
 def test_a_feed_that_cannot_answer_tells_nothing() -> None:
-    fed = ObjectFeed(FakeKube(), BUDGETS, "policy/v1", "PodDisruptionBudget", lambda _obj: True, every_namespace=True)
+    fed = Informer(FakeKube(), BUDGETS, "policy/v1", "PodDisruptionBudget", lambda _obj: True, every_namespace=True)
     assert fed.items() is None
     assert not fed.listen(lambda kind, obj: None)
     assert fed._listeners == []
 
 
 def test_nothing_is_shared_where_the_run_shares_nothing() -> None:
-    fake = FakeKube()  # machine_drain's transport, say: no shared views
-    assert cluster_feeds(fake) is None
-    assert shared_items(fake, lambda feeds: feeds.budgets()) is None
+    fake = FakeKube()  # machine_drain's transport, say: no cache
+    assert fake.cached_reader().cache is None
+    assert fake.cached_reader().items(BUDGETS) is None
 
 
 def test_one_feed_per_collection_and_all_stop_together() -> None:
-    feeds = ClusterFeeds(FakeKube())
-    assert feeds.budgets() is feeds.budgets() and feeds.namespaces() is not feeds.budgets()
-    rules = feeds.feed("/apis/cluster.x-k8s.io/v1beta2/namespaces/ns/machinedrainrules", "cluster.x-k8s.io/v1beta2", "MachineDrainRule")
-    assert not rules.every_namespace and feeds.budgets().every_namespace
-    feeds.stop()
-    assert all(found._stopped.is_set() for found in (rules, feeds.budgets(), feeds.namespaces()))
+    cache = Cache(FakeKube())
+    assert cache.informer(BUDGETS) is cache.informer(BUDGETS) and cache.informer(NAMESPACES) is not cache.informer(BUDGETS)
+    rules = cache.informer("/apis/cluster.x-k8s.io/v1beta2/namespaces/ns/machinedrainrules", "MachineDrainRule")
+    assert (rules.api_version, rules.kind) == ("cluster.x-k8s.io/v1beta2", "MachineDrainRule")
+    assert not rules.every_namespace and cache.informer(BUDGETS).every_namespace
+    cache.stop()
+    assert all(found._stopped.is_set() for found in (rules, cache.informer(BUDGETS), cache.informer(NAMESPACES)))
 
 
 def test_a_shared_feed_keeps_no_managed_fields_and_no_node_images() -> None:
     """A feed holds its whole collection for the task's length: what nothing reads is left out of
     each copy, from the LIST and from the watch, and the object given is not changed."""
-    feeds = ClusterFeeds(FakeKube())
-    nodes = feeds.nodes()
-    assert nodes.slim is without_bulk and feeds.budgets().slim is without_bulk
+    cache = Cache(FakeKube())
+    nodes = cache.informer(NODES)
+    assert nodes.slim is without_bulk and cache.informer(BUDGETS).slim is without_bulk
     bulky = {
         "metadata": {"name": "w-1", "uid": "u-1", "resourceVersion": "5", "managedFields": [{"manager": "kubelet"}], "labels": {"a": "b"}},
         "spec": {"providerID": "fake://w-1"},
@@ -135,7 +129,7 @@ def test_a_shared_feed_keeps_no_managed_fields_and_no_node_images() -> None:
     assert without_bulk({"metadata": {"name": "x"}}) == {"metadata": {"name": "x"}}
 
 
-# -- one object followed through a shared feed (SharedObject) ------------------------------------
+# -- one object followed through the run's cache (CachedObject) ------------------------------------
 
 NODE_PATH = f"{NODES}/w-1"
 
@@ -145,19 +139,16 @@ def node(version: str, uid: str = "u-1", **meta) -> dict:
 
 
 class Sharing(FakeKube):
-    """A transport that shares one Node feed (fed by hand: the stand-in runs no background watch)."""
+    """A transport whose run caches Nodes (fed by hand: the stand-in runs no background watch)."""
 
     def __init__(self) -> None:
         super().__init__()
-        self.feeds = ClusterFeeds(self)
-        self.nodes = self.feeds._feeds[NODES] = Listening(self, NODES, "v1", "Node", lambda _obj: True)
-
-    def shared_view(self, _key, _make):
-        return self.feeds
+        self.cache = Cache(self)
+        self.nodes = self.cache._informers[NODES] = Listening(self, NODES, "v1", "Node", lambda _obj: True)
 
 
-def followed(fake: FakeKube) -> SharedObject:
-    return SharedObject(fake, NODE_PATH, lambda feeds: feeds.nodes())
+def followed(fake: FakeKube) -> CachedObject:
+    return fake.cached_reader().follow(NODE_PATH, "Node")
 
 
 def test_an_object_the_feed_shows_costs_no_request_and_never_goes_backwards() -> None:
@@ -241,21 +232,71 @@ def test_without_a_feed_the_wait_watches_the_object_itself() -> None:
     assert followed(fake).wait_gone(fake.monotonic() + 5)  # not there: gone at the first read
     assert fake.requests == [("GET", NODE_PATH)]
     fake = Sharing()
-    fake.feeds._feeds[NODES] = ObjectFeed(fake, NODES, "v1", "Node", lambda _obj: True)  # runs no watch here: cannot answer
+    fake.cache._informers[NODES] = Informer(fake, NODES, "v1", "Node", lambda _obj: True)  # runs no watch here: cannot answer
     assert followed(fake).wait_gone(fake.monotonic() + 5)
     assert fake.requests == [("GET", NODE_PATH)]
 
 
 def test_shared_object_follows_the_feed_of_its_collection() -> None:
-    """The termination and the drain follow a referenced object (an InfraMachine, say) through one feed per collection."""
-    feeds = ClusterFeeds(FakeKube())
-    infra = shared_object(feeds.api, "/apis/infrastructure.example.com/v1beta1/namespaces/ns/fakemachines/m1", "FakeMachine")
-    found = infra.which(feeds)
+    """The termination and the drain follow a referenced object (an InfraMachine, say) through one informer per collection."""
+    fake = FakeKube()
+    fake.cache = Cache(fake)
+    reader = fake.cached_reader()
+    infra = reader.follow("/apis/infrastructure.example.com/v1beta1/namespaces/ns/fakemachines/m1", "FakeMachine")
+    found = fake.cache.informer(infra.collection, infra.kind)
     assert (found.collection, found.api_version, found.kind) == (
         "/apis/infrastructure.example.com/v1beta1/namespaces/ns/fakemachines",
         "infrastructure.example.com/v1beta1",
         "FakeMachine",
     )
-    assert shared_object(feeds.api, "/apis/infrastructure.example.com/v1beta1/namespaces/ns/fakemachines/m2", "FakeMachine").which(feeds) is found
-    core = shared_object(feeds.api, f"{NODES}/w-1", "Node").which(feeds)
-    assert (core.collection, core.api_version) == (NODES, "v1") and infra.name == "m1"
+    other = reader.follow("/apis/infrastructure.example.com/v1beta1/namespaces/ns/fakemachines/m2", "FakeMachine")
+    assert fake.cache.informer(other.collection, other.kind) is found
+    core = reader.follow(f"{NODES}/w-1", "Node")
+    node_informer = fake.cache.informer(core.collection, core.kind)
+    assert (node_informer.collection, node_informer.api_version) == (NODES, "v1") and infra.name == "m1"
+
+
+# -- one cache per connection, kept by the transport (KubeApi.cached_reader) -------------------------
+
+
+def test_a_run_that_keeps_no_caches_reads_live() -> None:
+    api, _client, _clock = make_api()
+    assert api.cached_reader().cache is None
+    assert api.fork().cached_reader().cache is None
+    assert api.live_reader().cache is None
+
+
+def test_one_cache_per_connection_shared_by_every_fork() -> None:
+    api, _client, clock = make_api()
+    task = api.fork(deadline=clock() + 30)
+    api.keep_caches()
+    first = task.cached_reader().cache
+    assert first is not None and api.fork().cached_reader().cache is first
+    assert isinstance(task.cached_reader(), Reader) and task.cached_reader().api is task
+    assert task.live_reader().cache is None, "the live reader never reads from the cache"
+    # The cache's own fork has no deadline: it outlives the task that made it.
+    assert first.api.deadline is None
+    workload = FakeApiClient(clock)
+    workload.always = lambda sent: ok({})
+    other = task.other_cluster("c1", lambda: (workload, None), label="the workload cluster ns/c1")
+    theirs = other.cached_reader().cache
+    assert theirs is not first and api.fork().other_cluster("c1", lambda: (workload, None), label="x").cached_reader().cache is theirs
+
+
+def test_stopping_the_caches_stops_each_and_keeps_none_after() -> None:
+    api, _client, _clock = make_api()
+    api.keep_caches()
+    cache = api.fork().cached_reader().cache
+    informer = cache.informer(BUDGETS)
+    api.stop_caches()
+    assert informer._stopped.is_set()
+    assert api.cached_reader().cache is None
+
+
+def test_a_live_reader_always_asks_the_server_and_a_cached_one_only_what_its_cache_does_not_show() -> None:
+    fake = Sharing()
+    fake.put(NODE_PATH, node("1"))
+    fake.nodes._on_event({"type": "ADDED", "object": node("5")})
+    assert fake.live_reader().get(NODE_PATH)["metadata"]["resourceVersion"] == "1" and fake.requests == [("GET", NODE_PATH)]
+    assert fake.cached_reader().get(NODE_PATH)["metadata"]["resourceVersion"] == "5" and len(fake.requests) == 1
+    assert fake.cached_reader().get(f"{NODES}/w-2") is None and fake.requests[-1] == ("GET", f"{NODES}/w-2"), "not shown: read"
