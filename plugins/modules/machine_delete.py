@@ -150,6 +150,7 @@ options:
     type: str
     choices: [after, none, first]
     default: after
+    version_added: 0.3.0
   replacement_timeout:
     description:
       - With O(replacement=first), seconds to wait for the new Machine's Node to be Ready, counted from the surge across
@@ -158,6 +159,7 @@ options:
       - 1 to 31536000 (a year).
     type: raw
     default: 1800
+    version_added: 0.3.0
 extends_documentation_fragment:
   - kubernetes.core.k8s_auth_options
   - lifecycle.machine.durations
@@ -407,6 +409,7 @@ machines:
           V(planned), V(none)), C(message) (for V(after), which owner creates a replacement and when), C(replacement) (the
           Machine whose Ready Node replaced it, V(first)) and C(replicas) (the owner's replicas as this call changed them).
       type: dict
+      version_added: 0.3.0
 completed:
   description: Whether every Machine is done (or, in check mode, planned).
   returned: always
@@ -465,9 +468,11 @@ clock:
         - With O(replacement=first), when the surge for it was made; O(replacement_timeout) counts from it, and its
           V(replace) phase until its drain.
       type: float
+      version_added: 0.3.0
     replacement_ready:
       description: With O(replacement=first), when its replacement was first seen with a Ready Node.
       type: float
+      version_added: 0.3.0
   sample: {"default/worker-1": {"started": 1795782000.0, "drain": 1795782001.5, "drain_progress": 1795782040.2}}
 preflight:
   description:
@@ -539,6 +544,7 @@ preflight:
               C(<node> (replacement)).
           type: dict
           returned: with O(replacement=first)
+          version_added: 0.3.0
         counted:
           description: The Machines whose drain preview was counted.
           type: list
@@ -606,6 +612,7 @@ metrics:
         - With O(replacement=first), the seconds from the surge until the replacement's Node was Ready (null until then).
         - Only with O(replacement=none) or O(replacement=first).
       type: float
+      version_added: 0.3.0
     pool_short_seconds:
       description:
         - How long the pool ran short of this Machine - 0 with V(first) (the replacement was Ready before the drain began)
@@ -613,6 +620,7 @@ metrics:
         - Only with O(replacement=none) or O(replacement=first) - with V(after) the replacement comes after the Machine,
           beyond the task.
       type: float
+      version_added: 0.3.0
     evicted:
       description:
         - How many Pods the deletion evicted from the Machine's Node - over every round of this task (the Pods of

@@ -8,7 +8,7 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 module: machine_replacement
 short_description: Give a Machine whose deletion started a Ready replacement before it is drained
-version_added: 0.2.0
+version_added: 0.3.0
 description:
   - The work of a preDrain hook that holds a deleted Machine's drain until its replacement's Node is Ready - the first
     use of a preDrain hook the OpenShift machine deletion hooks enhancement names (docs/hooks.md has the recipe, served
