@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 import yaml
 from conftest import REPO, ansible_env
-from grants import RBAC, SA_NAME, apply, credential_inputs, grant_user, revoke_user, service_account_token
 from khelpers import OPENSHIFT_MACHINES, capi_machine, capi_path, openshift_machine
+from rbachelpers import RBAC, SA_NAME, apply, credential_inputs, grant_user, revoke_user, service_account_token
 
 CAPI = "v1beta2"
 
