@@ -129,6 +129,7 @@ extends_documentation_fragment:
   - lifecycle.machine.workload
   - lifecycle.machine.machine_controller
   - lifecycle.machine.out_of_service
+  - lifecycle.machine.pause
 requirements:
   - python >= 3.11
   - kubernetes >= 24.2.0
@@ -571,7 +572,7 @@ import time
 from ansible_collections.lifecycle.machine.plugins.module_utils._delete.logic import DeleteRequest
 from ansible_collections.lifecycle.machine.plugins.module_utils._delete.run import delete_machines
 from ansible_collections.lifecycle.machine.plugins.module_utils._module import new_module, run
-from ansible_collections.lifecycle.machine.plugins.module_utils._options.specs import machine_side_spec, stall_spec
+from ansible_collections.lifecycle.machine.plugins.module_utils._options.specs import machine_side_spec, pause_spec, stall_spec
 
 
 def main():
@@ -595,6 +596,7 @@ def main():
         },
         **machine_side_spec(),
         **stall_spec(),
+        **pause_spec(),
     }
     module = new_module(argument_spec, supports_check_mode=True)
     run(module, lambda api: delete_machines(api, DeleteRequest.from_params(module.params, module.check_mode, time.time())))

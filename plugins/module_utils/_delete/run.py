@@ -26,6 +26,7 @@ from ansible_collections.lifecycle.machine.plugins.module_utils._delete.logic im
     DRAIN_PROGRESS,
     FAILED,
     IN_PROGRESS,
+    PAUSED,
     PLANNED,
     TERMINATE,
     DeleteRequest,
@@ -52,6 +53,9 @@ from ansible_collections.lifecycle.machine.plugins.module_utils._machine.api imp
     get_machine,
     machine_api_versions,
     node_steps_skip_reason,
+    read_gone_owner,
+    read_hands_off,
+    record_pause_override,
     require_namespace,
 )
 from ansible_collections.lifecycle.machine.plugins.module_utils._machine.blockers import (
@@ -72,7 +76,9 @@ from ansible_collections.lifecycle.machine.plugins.module_utils._machine.control
     who_deletes,
 )
 from ansible_collections.lifecycle.machine.plugins.module_utils._machine.feed import MachineFeeds
-from ansible_collections.lifecycle.machine.plugins.module_utils._machine.flavour import Flavour, flavour_for
+from ansible_collections.lifecycle.machine.plugins.module_utils._machine.flavour import CAPI_GROUP, Flavour, flavour_for
+from ansible_collections.lifecycle.machine.plugins.module_utils._machine.inaction import owner_gone_blocker, paused_controller_blocker, reported_deletion
+from ansible_collections.lifecycle.machine.plugins.module_utils._machine.pause import HandsOff
 from ansible_collections.lifecycle.machine.plugins.module_utils._machine.scope import MachineScope
 from ansible_collections.lifecycle.machine.plugins.module_utils._machine.waits import actor_of, follow_controller, followed_blockers, read_refused_pods
 from ansible_collections.lifecycle.machine.plugins.module_utils._mark.run import mark
@@ -106,6 +112,8 @@ class MachineDeletion:
         self.marked_at: float | None = None
         # Check mode: what its drain preview read (``DrainReport.preview``), for the preflight of the Machines together.
         self.preview: dict | None = None
+        # The Machine is paused and the user overrode it (override_pause): recorded on it once, then acted on.
+        self.pause_overridden = False
 
     @property
     def key(self) -> str:
@@ -163,6 +171,8 @@ class MachineDeletion:
         once; None when this call ends here (gone, or still undecided: the outcome says why)."""
         request, outcome = self.request, self.outcome
         machine = self.read()
+        if machine is not None and self.left_alone(machine):
+            return None
         if machine is not None:
             machine = self.mark(machine)
         if machine is None:
@@ -172,6 +182,10 @@ class MachineDeletion:
         if request.check_mode:
             actor = self.decided(predicted_actor(machine, request.machine_controller))
             return MachineScope(machine, actor, marked_at=self.marked_at, reread=reread, view=self.feeds)
+        if self.pause_overridden and request.machine_controller == AUTO:
+            # Its controller leaves a paused Machine alone: following it would wait for nothing.
+            actor = Actor(COLLECTION, "its controller leaves the paused Machine alone: the collection carries out the deletion, as override_pause asks")
+            return MachineScope(machine, self.decided(actor), marked_at=self.marked_at, reread=reread, view=self.feeds)
         current, actor = actor_of(self.api, machine, request.machine_controller, request.controller_grace, marked_at=self.marked_at, deadline=self.slice_end)
         if actor.who not in (CONTROLLER, COLLECTION):
             outcome.status, outcome.step, outcome.message = IN_PROGRESS, DRAIN, actor.reason[:1].upper() + actor.reason[1:]
@@ -180,6 +194,48 @@ class MachineDeletion:
         scope.seen(current)
         scope.gone = current is None  # it went while its controller was looked for: followed, it is done
         return scope
+
+    def left_alone(self, machine: dict) -> bool:
+        """Before anything this round: a Machine its controllers leave alone (paused, another API authoritative,
+        being migrated; docs/behaviour.md "Hands off") is left alone - True, the outcome says why. A pause the user
+        overrode (``override_pause``) is recorded on the Machine once and the deletion goes on (False)."""
+        held = read_hands_off(self.api, machine, flavour_for(machine), self.feeds)
+        if held is None:
+            self.outcome.hands_off = []
+            return False
+        if held.overridable and self.request.override_pause:
+            if not self.pause_overridden:
+                record_pause_override(self.api, machine, held, self.request.override_pause, dry_run=self.request.check_mode)
+            self.pause_overridden = True
+            return False
+        self.hold(held.message, [held.blocker.as_dict()], refuse=held.refuse)
+        return True
+
+    def hold(self, message: str, blockers: list[dict], *, refuse: bool) -> None:
+        """Hold a Machine its controllers leave alone: in progress, looked at again each round, within its drain
+        budget (nothing is done to it, so its first phase's time counts); failed at once when it is the wrong side of
+        OpenShift's migration, or with ``on_stall: fail``; planned in check mode, the blocker saying why."""
+        request, outcome = self.request, self.outcome
+        outcome.hands_off, outcome.step, outcome.message = blockers, PAUSED, message
+        if refuse:
+            raise MachineError(message)
+        if request.check_mode:
+            outcome.status = PLANNED
+            return
+        if request.on_stall == "fail":
+            raise MachineError(f"{message} (on_stall is fail: the Machine fails at once)")
+        start_phase(self.clock, self.key, DRAIN, time.time())
+        if budget_left(self.clock, self.key, DRAIN, request.drain_timeout, time.time()) <= 0:
+            raise MachineError(f"Timed out after {request.drain_timeout} s: {message}")
+        outcome.status = IN_PROGRESS
+
+    def held_midway(self, result: dict, message: str) -> bool:
+        """A step that stopped because the Machine became one its controllers leave alone (paused while it ran)."""
+        if not result.get("hands_off"):
+            return False
+        blockers = [blocker for blocker in result.get("blockers") or [] if blocker.get("phase") == "paused"]
+        self.hold(message, blockers, refuse=result.get("hands_off") == "refuse")
+        return True
 
     def read(self) -> dict | None:
         """The Machine now, from the task's feed (listed once per namespace, then watched), on the
@@ -251,6 +307,8 @@ class MachineDeletion:
         except MachineError as exc:
             outcome.drain = drain_summary(exc.result)
             outcome.changed |= bool(exc.result.get("changed"))
+            if self.held_midway(exc.result, exc.msg):
+                return False
             if self.again.waiting_for_cluster(DRAIN, request.drain_timeout, exc.result, exc.msg, final):
                 return False
             if self.again.out_of_time(exc, request.drain_timeout, final, exc.result.get("message") or exc.msg):
@@ -278,6 +336,8 @@ class MachineDeletion:
         except MachineError as exc:
             outcome.terminate = terminate_summary(exc.result)
             outcome.changed |= bool(exc.result.get("changed"))
+            if self.held_midway(exc.result, exc.msg):
+                return
             if self.again.waiting_for_cluster(TERMINATE, request.terminate_timeout, exc.result, exc.msg, final):
                 outcome.step = exc.result.get("next_step") or TERMINATE
                 return
@@ -419,6 +479,7 @@ class ControllerFollow:
                 continue
             if machine is not None:
                 found = followed_blockers(self.api, machine, flavour, progress, actor, draining=phase == DRAIN, judge=self.judge(machine, flavour))
+                found = [*self.will_not_act(machine, flavour, actor), *found]
                 outcome.followed_blockers = as_dicts(found)
                 stop = request.stall.stop_following(found, who)
                 if stop is not None:
@@ -429,6 +490,22 @@ class ControllerFollow:
                 raise MachineError(timeout_message(actor, progress, timeout))
             outcome.status, outcome.message = IN_PROGRESS, following_message(actor, progress)
             return
+
+    def will_not_act(self, machine: dict, flavour: Flavour, actor: Actor) -> list[Blocker]:
+        """What proves the followed controller will never act on this Machine (docs/stalls.md): it is paused (its
+        pause overridden for the collection, but the controller followed all the same), or - Cluster API v1.14.2 -
+        its owner MachineSet or MachineDeployment is gone and the controller has not reported the deletion (the
+        owners read only then)."""
+        if flavour.group != CAPI_GROUP:
+            return []
+        who = f"controller {actor.manager}" if actor.manager else "the Machine's controller"
+        held: HandsOff | None = read_hands_off(self.api, machine, flavour, self.deletion.feeds) if self.deletion.pause_overridden else None
+        if held is not None and held.overridable:
+            return [paused_controller_blocker(who, held.cause, held.blocker.since)]
+        if reported_deletion(machine, flavour):
+            return []
+        owner = read_gone_owner(self.api, machine, flavour)
+        return [owner_gone_blocker(who, owner, machine["metadata"].get("deletionTimestamp"))] if owner else []
 
     def judge(self, machine: dict, flavour: Flavour) -> Callable[[list[Blocker]], list[Blocker]]:
         """The budget refusals a followed controller reports, judged as the collection's own drain judges them:

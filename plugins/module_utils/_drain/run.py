@@ -65,7 +65,10 @@ from ansible_collections.lifecycle.machine.plugins.module_utils._machine.api imp
     find_node_ref,
     get_cluster,
     get_node,
+    hands_off_result,
     node_steps_skip_reason,
+    read_hands_off,
+    record_pause_override,
     ref_path,
     refresh,
     select_machines,
@@ -80,7 +83,7 @@ from ansible_collections.lifecycle.machine.plugins.module_utils._machine.conditi
     STAGE_PRE_DRAIN,
     Stage,
 )
-from ansible_collections.lifecycle.machine.plugins.module_utils._machine.controller import ABSENT
+from ansible_collections.lifecycle.machine.plugins.module_utils._machine.controller import ABSENT, AUTO
 from ansible_collections.lifecycle.machine.plugins.module_utils._machine.deletion import node_work_over, object_state
 from ansible_collections.lifecycle.machine.plugins.module_utils._machine.flavour import (
     PRE_DRAIN,
@@ -418,6 +421,7 @@ class DrainRun:
         self.node_side = workload.NodeSide(api, lambda: self.machine, request.workload, lambda: self.recorder.flavour)
         # When the drain last made progress (wall clock, epoch seconds), for stall_timeout (docs/stalls.md).
         self.stall = request.stall.clock()
+        self.pause_overridden = False
 
     def node_api(self) -> KubeApi:
         """The connection to the Node (``node_side``); no way to the workload cluster: the Machine says so, nothing is touched."""
@@ -461,6 +465,8 @@ class DrainRun:
         try:
             if request.machine:
                 self.load_machine()
+                # A paused Machine the user overrode the pause of: its (paused) controller does nothing, so it is not followed.
+                self.pause_overridden = self.hands_off(first=True)
                 followed = self.followed()
                 if followed is not None:
                     return followed
@@ -538,6 +544,8 @@ class DrainRun:
         request, actor = self.request, self.scope.actor if self.scope is not None else None
         if request.state != DRAINED or request.machine_controller == ABSENT or (actor is not None and not actor.controller):
             return None
+        if self.pause_overridden and request.machine_controller == AUTO:
+            return None
         followed = followed_deletion(
             self.api,
             self.machine,
@@ -559,9 +567,7 @@ class DrainRun:
         gate, state = self.gate, self.request.state
         if not first:
             gate.refresh()
-        paused = gate.flavour.not_authoritative(gate.machine)  # another API is authoritative for it (row O5)
-        if paused:
-            raise self.fail(paused)
+            self.hands_off(first=False)
         reason = gate.node_skip_reason()
         if reason:
             if not gate.node_name() and gate.flavour.drain_skipped_without_node:
@@ -582,6 +588,21 @@ class DrainRun:
         if started is not None:
             self.report.started_at = started
         return None
+
+    def hands_off(self, first: bool) -> bool:
+        """Before each pass: a Machine its controllers leave alone - paused, another API authoritative for it, being
+        migrated (docs/behaviour.md "Hands off") - is neither cordoned nor drained: the task fails, changing nothing,
+        with the blocker (``hands_off`` in the result tells machine_delete to hold it). A pause the user overrode
+        (``override_pause``) goes on, recorded once on the Machine (by machine_delete, when it runs the drain)."""
+        gate = self.gate
+        held = read_hands_off(self.api, gate.machine, gate.flavour, gate.view)
+        if held is None:
+            return False
+        if held.overridable and self.request.override_pause:
+            if first and self.scope is None:
+                record_pause_override(self.api, gate.machine, held, self.request.override_pause, dry_run=self.request.check_mode)
+            return True
+        raise self.fail(held.message, blockers=[held.blocker.as_dict()], hands_off=hands_off_result(held))
 
     def held(self, hooks: list[Hook]) -> dict:
         """Held at the preDrain gate without waiting (wait false, check mode)."""

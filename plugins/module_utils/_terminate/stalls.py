@@ -73,6 +73,8 @@ def _object_blocker(decision: Decision, state: ObjectState | None) -> list[Block
 
 def _refusal_blockers(decision: Decision, facts: Facts, flavour: Flavour) -> list[Blocker]:
     machine = facts.machine or {}
+    if facts.hands_off is not None:
+        return [facts.hands_off.blocker]
     if decision.blocked_by:
         return hook_blockers(flavour, machine, PRE_DRAIN, decision.blocked_by)
     if any(step.name == STEP_DRAIN and step.status == BLOCKED for step in decision.steps):

@@ -219,11 +219,6 @@ class Flavour:
         shipped (``_machine/liveness.py``); None when the collection knows none."""
         return None
 
-    def not_authoritative(self, machine: dict) -> str | None:
-        """Why the Machine's own controller leaves it alone because another API is authoritative
-        for it (OpenShift's ``status.authoritativeAPI``); None when it does not."""
-        return None
-
     # -- deletion settings ---------------------------------------------------
     def drain_timeout(self, machine: dict) -> float | None:
         return None
