@@ -59,7 +59,7 @@ def pod(place: World) -> None:
         "metadata": {"name": "web-0", "namespace": NS, "labels": {"app": "web"}, "ownerReferences": owner},
         "spec": {"nodeName": NODE},
     }
-    place.fake.put(POD, {**body, "status": {"phase": "Running"}})
+    place.fake.put(POD, {**body, "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}})
 
 
 def request(**options) -> DeleteRequest:
