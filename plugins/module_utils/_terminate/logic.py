@@ -42,7 +42,7 @@ from ansible_collections.lifecycle.machine.plugins.module_utils._machine.flavour
 )
 from ansible_collections.lifecycle.machine.plugins.module_utils._machine.pause import HandsOff, override_errors
 from ansible_collections.lifecycle.machine.plugins.module_utils._options.logic import check_options, empty_names, invalid_names, seconds
-from ansible_collections.lifecycle.machine.plugins.module_utils._terminate.volumes import VolumeWaitStatus, volume_detach_message
+from ansible_collections.lifecycle.machine.plugins.module_utils._terminate.volumes import VOLUME_ERROR_MESSAGE, VolumeWaitStatus, volume_detach_message
 from ansible_collections.lifecycle.machine.plugins.module_utils._timeutil import parse_time, rfc3339
 from ansible_collections.lifecycle.machine.plugins.module_utils._workload.logic import WorkloadSettings, workload_settings
 
@@ -400,6 +400,13 @@ def _volumes_seen(status: VolumeWaitStatus, started_at: _dt.datetime | None, bui
             builder.add(STEP_VOLUMES, WAITING, "volumes are still attached; recording when the wait started")
             builder.volumes = _volumes_summary(status, None, None)
             return builder.finish(RECORD_VOLUME_START)
+        if status.error:
+            # As Cluster API v1.14.2: its Deleting message, the error in a Warning Event, and the wait goes on.
+            message = f"{VOLUME_ERROR_MESSAGE}: {status.error}"
+            builder.add(STEP_VOLUMES, WAITING, message)
+            builder.stages.append(Stage(STAGE_VOLUMES, message=VOLUME_ERROR_MESSAGE, error=status.error))
+            builder.volumes = _volumes_summary(status, None, started_at, message)
+            return builder.finish(WAIT_VOLUMES, message=message)
         message = volume_detach_message(started_at, status)
         builder.add(STEP_VOLUMES, WAITING, message)
         builder.stages.append(Stage(STAGE_VOLUMES, message=message))

@@ -52,6 +52,7 @@ from ansible_collections.lifecycle.machine.plugins.module_utils._terminate.logic
     timeout_passed,
     with_volume_start,
 )
+from ansible_collections.lifecycle.machine.plugins.module_utils._terminate.stalls import terminate_blockers
 from ansible_collections.lifecycle.machine.plugins.module_utils._terminate.volumes import SKIP_NODE_GONE, VolumeWaitStatus
 from ansible_collections.lifecycle.machine.plugins.module_utils._timeutil import rfc3339
 
@@ -259,6 +260,19 @@ def test_skip_case_skips_node_steps_but_keeps_the_pre_terminate_gate(flavour) ->
 # -- volume detach wait -------------------------------------------------------------------
 
 WAITING_FOR_CLAIM = VolumeWaitStatus(pvcs=["ns/data"])
+
+
+def test_an_attachment_naming_no_volume_is_waited_for_with_cluster_apis_error() -> None:
+    """Cluster API v1.14.2: its Deleting message, the error for the Warning Event, and the wait goes on."""
+    m = machine("v1beta2")
+    held = VolumeWaitStatus(without_pv=["csi-inline"])
+    decision = decide(facts(m, infrastructure=PRESENT, volumes=held), flavour_for(m))
+    assert decision.action == WAIT_VOLUMES
+    assert decision.stages[0].message == "Error waiting for volumes to be detached from Node, please check controller logs for errors"
+    assert decision.stages[0].error == "spec.source.persistentVolumeName for VolumeAttachment csi-inline is not set"
+    assert decision.message.endswith(": spec.source.persistentVolumeName for VolumeAttachment csi-inline is not set")
+    [blocker] = terminate_blockers(decision, facts(m, infrastructure=PRESENT, volumes=held), flavour_for(m))
+    assert (blocker.kind, blocker.object, blocker.verdict) == ("volume attachment", "VolumeAttachment csi-inline", "clears by itself")
 
 
 @pytest.mark.parametrize("flavour", FLAVOURS)
