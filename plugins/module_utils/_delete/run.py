@@ -442,8 +442,8 @@ class ControllerFollow:
         """Between the drain and the termination, once more, on the Machine as the drain
         last saw or wrote it: a controller that answered late (auto) carries out the
         rest, followed, not raced."""
-        if self.request.machine_controller != AUTO or self.outcome.status in (FAILED, DONE):
-            return False
+        if self.request.machine_controller != AUTO or self.outcome.status in (FAILED, DONE) or self.deletion.pause_overridden:
+            return False  # (a paused controller whose pause the user overrode writes its Paused condition, and does nothing)
         actor = who_deletes(scope.machine, self.request.machine_controller, self.request.controller_grace, time.time(), marked_at=scope.marked_at)
         if not actor.controller:
             return False

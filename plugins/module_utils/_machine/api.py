@@ -524,10 +524,9 @@ def read_hands_off(api: KubeApi, machine: dict, flavour: Flavour, view: Any = No
     if flavour.group == OPENSHIFT_GROUP:
         if authority(machine) == MACHINE_API:
             return None
-        found: dict | None = None
-        if mirror is not None and capi_api_version(api):
-            found = get_machine(api, mirror.namespace, mirror.name, capi_api_version(api))
-        return openshift_side(machine, flavour, (found or {}).get("apiVersion"), None if mirror is None else found is not None)
+        served = capi_api_version(api) if mirror is not None else None
+        found = get_machine(api, mirror.namespace, mirror.name, served) if mirror is not None and served else None
+        return openshift_side(machine, flavour, (found or {}).get("apiVersion"), None if not served else found is not None)
     if mirror is not None and "v1beta1" in api.served_versions(OPENSHIFT_GROUP):
         mapi = get_machine(api, mirror.namespace, mirror.name, f"{OPENSHIFT_GROUP}/v1beta1")
         held = cluster_api_side(machine, flavour, mapi)
