@@ -77,8 +77,14 @@ from ansible_collections.lifecycle.machine.plugins.module_utils._machine.control
 )
 from ansible_collections.lifecycle.machine.plugins.module_utils._machine.feed import MachineFeeds
 from ansible_collections.lifecycle.machine.plugins.module_utils._machine.flavour import CAPI_GROUP, Flavour, flavour_for
-from ansible_collections.lifecycle.machine.plugins.module_utils._machine.inaction import owner_gone_blocker, paused_controller_blocker, reported_deletion
-from ansible_collections.lifecycle.machine.plugins.module_utils._machine.pause import HandsOff
+from ansible_collections.lifecycle.machine.plugins.module_utils._machine.inaction import (
+    authority_controller_blocker,
+    owner_gone_blocker,
+    paused_controller_blocker,
+    reported_deletion,
+)
+from ansible_collections.lifecycle.machine.plugins.module_utils._machine.migration import MACHINE_API, authority
+from ansible_collections.lifecycle.machine.plugins.module_utils._machine.pause import HandsOff, paused_since
 from ansible_collections.lifecycle.machine.plugins.module_utils._machine.scope import MachineScope
 from ansible_collections.lifecycle.machine.plugins.module_utils._machine.waits import actor_of, follow_controller, followed_blockers, read_refused_pods
 from ansible_collections.lifecycle.machine.plugins.module_utils._mark.run import mark
@@ -493,12 +499,13 @@ class ControllerFollow:
 
     def will_not_act(self, machine: dict, flavour: Flavour, actor: Actor) -> list[Blocker]:
         """What proves the followed controller will never act on this Machine (docs/stalls.md): it is paused (its
-        pause overridden for the collection, but the controller followed all the same), or - Cluster API v1.14.2 -
-        its owner MachineSet or MachineDeployment is gone and the controller has not reported the deletion (the
-        owners read only then)."""
-        if flavour.group != CAPI_GROUP:
-            return []
+        pause overridden for the collection, but the controller followed all the same), another API became
+        authoritative for it (OpenShift), or - Cluster API v1.14.2 - its owner MachineSet or MachineDeployment is
+        gone and the controller has not reported the deletion (the owners read only then)."""
         who = f"controller {actor.manager}" if actor.manager else "the Machine's controller"
+        if flavour.group != CAPI_GROUP:
+            value = authority(machine)
+            return [] if value == MACHINE_API else [authority_controller_blocker(who, value, paused_since(flavour, machine))]
         held: HandsOff | None = read_hands_off(self.api, machine, flavour, self.deletion.feeds) if self.deletion.pause_overridden else None
         if held is not None and held.overridable:
             return [paused_controller_blocker(who, held.cause, held.blocker.since)]

@@ -17,6 +17,9 @@ finish. Some controllers provably will not:
   is followed as usual.
 - **The Machine is paused**, and the user overrode the pause for the
   collection but still follows its controller (``machine_controller: live``).
+- **Another API is authoritative for it**: OpenShift's machine controller
+  leaves a Machine API Machine alone while its ``status.authoritativeAPI`` is
+  ``ClusterAPI`` or ``Migrating`` (a hand-over that began while it was followed).
 
 Each gives a ``controller will not act`` blocker naming the controller and why.
 """
@@ -94,3 +97,12 @@ def paused_controller_blocker(who: str, cause: str, since: str | None) -> Blocke
         "so that the collection carries the deletion out (override_pause says so)"
     )
     return Blocker(PHASE_CONTROLLER, KIND_CONTROLLER_WILL_NOT_ACT, who, NEEDS_ACTION, reason, since, {"controller": who, "paused": cause})
+
+
+def authority_controller_blocker(who: str, authority: str, since: str | None) -> Blocker:
+    """A followed OpenShift machine controller on a Machine another API is now authoritative for."""
+    reason = (
+        f"OpenShift's machine controller leaves a Machine alone while its status.authoritativeAPI is {authority} (The AuthoritativeAPI status "
+        f"is set to '{authority}'): the authoritative side carries the deletion out, or, while Migrating, nobody until the hand-over ends"
+    )
+    return Blocker(PHASE_CONTROLLER, KIND_CONTROLLER_WILL_NOT_ACT, who, NEEDS_ACTION, reason, since, {"controller": who, "authoritative_api": authority})

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from ansible_collections.lifecycle.machine.plugins.module_utils._machine.flavour import flavour_for
 from ansible_collections.lifecycle.machine.plugins.module_utils._machine.inaction import (
+    authority_controller_blocker,
     gone_owner,
     owner_gone_blocker,
     owner_machine_deployment,
@@ -56,3 +57,9 @@ def test_the_blockers_name_the_controller_and_why() -> None:
     assert blocker.since == "2026-11-27T08:00:00Z" and blocker.evidence["owner_gone"] == "MachineSet shop/ms"
     paused = paused_controller_blocker("controller capi-manager", "Cluster spec.paused is set to true", None)
     assert paused.verdict == "needs someone to act" and "(Cluster spec.paused is set to true)" in paused.reason
+
+
+def test_a_followed_openshift_controller_another_api_became_authoritative_for() -> None:
+    blocker = authority_controller_blocker("controller machine-controller", "Migrating", None)
+    assert (blocker.kind, blocker.verdict, blocker.evidence["authoritative_api"]) == ("controller will not act", "needs someone to act", "Migrating")
+    assert "The AuthoritativeAPI status is set to 'Migrating'" in blocker.reason
