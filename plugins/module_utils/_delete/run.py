@@ -76,7 +76,7 @@ from ansible_collections.lifecycle.machine.plugins.module_utils._machine.control
     who_deletes,
 )
 from ansible_collections.lifecycle.machine.plugins.module_utils._machine.feed import MachineFeeds
-from ansible_collections.lifecycle.machine.plugins.module_utils._machine.flavour import CAPI_GROUP, Flavour, flavour_for
+from ansible_collections.lifecycle.machine.plugins.module_utils._machine.flavour import Flavour, flavour_for
 from ansible_collections.lifecycle.machine.plugins.module_utils._machine.inaction import (
     authority_controller_blocker,
     owner_gone_blocker,
@@ -503,7 +503,7 @@ class ControllerFollow:
         authoritative for it (OpenShift), or - Cluster API v1.14.2 - its owner MachineSet or MachineDeployment is
         gone and the controller has not reported the deletion (the owners read only then)."""
         who = f"controller {actor.manager}" if actor.manager else "the Machine's controller"
-        if flavour.group != CAPI_GROUP:
+        if flavour.holds_authority:
             value = authority(machine)
             return [] if value == MACHINE_API else [authority_controller_blocker(who, value, paused_since(flavour, machine))]
         held: HandsOff | None = read_hands_off(self.api, machine, flavour, self.deletion.feeds) if self.deletion.pause_overridden else None

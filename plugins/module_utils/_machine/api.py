@@ -521,17 +521,15 @@ def read_hands_off(api: KubeApi, machine: dict, flavour: Flavour, view: Any = No
     the other side, only in the migration's namespaces or for a Machine API Machine another API is
     authoritative for), then Cluster API's pause (its Cluster, from ``view`` when the task has one)."""
     mirror = mirror_of(machine, flavour)
-    if flavour.group == OPENSHIFT_GROUP:
+    if flavour.holds_authority:
         if authority(machine) == MACHINE_API:
             return None
         served = capi_api_version(api) if mirror is not None else None
         found = get_machine(api, mirror.namespace, mirror.name, served) if mirror is not None and served else None
         return openshift_side(machine, flavour, (found or {}).get("apiVersion"), None if not served else found is not None)
-    if mirror is not None and "v1beta1" in api.served_versions(OPENSHIFT_GROUP):
-        mapi = get_machine(api, mirror.namespace, mirror.name, f"{OPENSHIFT_GROUP}/v1beta1")
-        held = cluster_api_side(machine, flavour, mapi)
-        if held is not None:
-            return held
+    held = cluster_api_side(machine, flavour, read_mirror_authority(api, machine, flavour))
+    if held is not None or not flavour.pausable:
+        return held
     return capi_pause(machine, flavour, get_cluster(api, machine, flavour, view))
 
 
@@ -545,9 +543,9 @@ def read_mirror_authority(api: KubeApi, machine: dict, flavour: Flavour) -> dict
     """The Machine API Machine a Cluster API Machine mirrors (its authority decides where hooks may go); None
     when it mirrors none (outside the migration's namespace, or the cluster serves no Machine API)."""
     mirror = mirror_of(machine, flavour)
-    if flavour.group != CAPI_GROUP or mirror is None or "v1beta1" not in api.served_versions(OPENSHIFT_GROUP):
+    if flavour.holds_authority or mirror is None or "v1beta1" not in api.served_versions(mirror.group):
         return None
-    return get_machine(api, mirror.namespace, mirror.name, f"{OPENSHIFT_GROUP}/v1beta1")
+    return get_machine(api, mirror.namespace, mirror.name, f"{mirror.group}/v1beta1")
 
 
 def who_asks(api: KubeApi) -> str | None:

@@ -35,7 +35,7 @@ from ansible_collections.lifecycle.machine.plugins.module_utils._machine.blocker
     PHASE_CONTROLLER,
     Blocker,
 )
-from ansible_collections.lifecycle.machine.plugins.module_utils._machine.flavour import CAPI_GROUP, Flavour
+from ansible_collections.lifecycle.machine.plugins.module_utils._machine.flavour import Flavour
 
 MACHINE_SET_KIND = "MachineSet"
 MACHINE_DEPLOYMENT_KIND = "MachineDeployment"
@@ -48,12 +48,7 @@ FIXED_IN = "v1.14.3"
 def owner_machine_set(machine: dict, flavour: Flavour) -> str | None:
     """The name of the MachineSet Cluster API's Machine controller looks up for this Machine: the first
     ``ownerReferences`` entry of kind MachineSet in its group, whatever its version; None without one."""
-    if flavour.group != CAPI_GROUP:
-        return None
-    for ref in (machine.get("metadata") or {}).get("ownerReferences") or []:
-        if ref.get("kind") == MACHINE_SET_KIND and str(ref.get("apiVersion") or "").rpartition("/")[0] == CAPI_GROUP and ref.get("name"):
-            return str(ref["name"])
-    return None
+    return flavour.owner_machine_set(machine)
 
 
 def owner_machine_deployment(machine_set: dict | None) -> str | None:
@@ -63,7 +58,7 @@ def owner_machine_deployment(machine_set: dict | None) -> str | None:
 
 def reported_deletion(machine: dict, flavour: Flavour) -> bool:
     """Whether a Cluster API Machine's controller reported its deletion (its v1beta2 ``Deleting`` condition True)."""
-    conditions = flavour.v1beta2_conditions(machine) if hasattr(flavour, "v1beta2_conditions") else []
+    conditions = flavour.v1beta2_conditions(machine)
     return any(c.get("type") == "Deleting" and c.get("status") == "True" for c in conditions)
 
 

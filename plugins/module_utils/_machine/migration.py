@@ -33,18 +33,9 @@ from ansible_collections.lifecycle.machine.plugins.module_utils._machine.blocker
     PHASE_PAUSED,
     Blocker,
 )
-from ansible_collections.lifecycle.machine.plugins.module_utils._machine.flavour import (
-    CAPI_GROUP,
-    CAPI_HOOK_PREFIXES,
-    OPENSHIFT_GROUP,
-    Flavour,
-    machine_label,
-)
+from ansible_collections.lifecycle.machine.plugins.module_utils._machine.flavour import CAPI_HOOK_PREFIXES, OPENSHIFT_GROUP, Flavour, machine_label
 from ansible_collections.lifecycle.machine.plugins.module_utils._machine.pause import HandsOff, paused_since
 
-# Where the migration keeps each side (cluster-capi-operator's defaults).
-MAPI_NAMESPACE = "openshift-machine-api"
-CAPI_NAMESPACE = "openshift-cluster-api"
 MACHINE_API, CLUSTER_API, MIGRATING = "MachineAPI", "ClusterAPI", "Migrating"
 # The finalizer the sync controller keeps on both sides.
 SYNC_FINALIZER = "sync.machine.openshift.io/finalizer"
@@ -66,12 +57,16 @@ class Mirror:
 def mirror_of(machine: dict, flavour: Flavour) -> Mirror | None:
     """The mirror of a Machine the migration keeps on the other side; None outside the migration's namespaces."""
     meta = machine.get("metadata") or {}
-    namespace, name = meta.get("namespace"), meta.get("name") or ""
-    if flavour.group == OPENSHIFT_GROUP and namespace == MAPI_NAMESPACE:
-        return Mirror(CAPI_GROUP, CAPI_NAMESPACE, name)
-    if flavour.group == CAPI_GROUP and namespace == CAPI_NAMESPACE:
-        return Mirror(OPENSHIFT_GROUP, MAPI_NAMESPACE, name)
-    return None
+    if flavour.migration_namespace is None or meta.get("namespace") != flavour.migration_namespace:
+        return None
+    return Mirror(flavour.mirror_group or "", flavour.mirror_namespace or "", meta.get("name") or "")
+
+
+def mirror_beside(mapi_machine: dict, flavour: Flavour) -> Mirror:
+    """Where a Machine API Machine's Cluster API mirror is (or would be, outside the migration's namespace)."""
+    return mirror_of(mapi_machine, flavour) or Mirror(
+        flavour.mirror_group or "", flavour.mirror_namespace or "", (mapi_machine.get("metadata") or {}).get("name") or ""
+    )
 
 
 def authority(mapi_machine: dict) -> str:
@@ -110,8 +105,7 @@ def openshift_side(machine: dict, flavour: Flavour, mirror_api_version: str | No
     value = authority(machine)
     if value == MACHINE_API:
         return None
-    mirror = mirror_of(machine, flavour) or Mirror(CAPI_GROUP, CAPI_NAMESPACE, (machine.get("metadata") or {}).get("name") or "")
-    label = mirror.label(mirror_api_version)
+    label = mirror_beside(machine, flavour).label(mirror_api_version)
     if mirror_found is False:
         label += ", which does not exist (yet)"
     if value == MIGRATING:
@@ -148,10 +142,10 @@ def hook_refusal(machine: dict, flavour: Flavour, point: str, name: str, mapi_ma
     side, as the policy reads it: the Machine API Machine's ``status.authoritativeAPI`` exactly ``ClusterAPI`` for
     the Machine API side, the mirror's exactly ``MachineAPI`` for the Cluster API side); None when it lets it.
     The refusal names where the hook goes instead; the sync copies it across."""
-    if flavour.group == OPENSHIFT_GROUP:
+    if flavour.holds_authority:
         if (machine.get("status") or {}).get("authoritativeAPI") != CLUSTER_API:
             return None
-        mirror = mirror_of(machine, flavour) or Mirror(CAPI_GROUP, CAPI_NAMESPACE, (machine.get("metadata") or {}).get("name") or "")
+        mirror = mirror_beside(machine, flavour)
         prefix = CAPI_HOOK_PREFIXES.get(point)
         where = f"as the annotation {prefix}/{name}" if prefix else f"(Cluster API has no {point} hooks)"
         return (

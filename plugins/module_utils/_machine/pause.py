@@ -29,7 +29,7 @@ from ansible_collections.lifecycle.machine.plugins.module_utils._machine.blocker
     PHASE_PAUSED,
     Blocker,
 )
-from ansible_collections.lifecycle.machine.plugins.module_utils._machine.flavour import CAPI_GROUP, Flavour, machine_label
+from ansible_collections.lifecycle.machine.plugins.module_utils._machine.flavour import Flavour, machine_label
 
 PAUSED_ANNOTATION = "cluster.x-k8s.io/paused"
 # The condition a controller writes on an object it leaves alone (Cluster API: reason Paused; OpenShift's machine
@@ -66,10 +66,7 @@ class HandsOff:
 
 def paused_since(flavour: Flavour, machine: dict) -> str | None:
     """When the Machine's controller recorded it paused (its ``Paused`` condition, True); None when it did not."""
-    lists = [flavour.all_conditions(machine)]
-    if hasattr(flavour, "v1beta2_conditions"):
-        lists.append(flavour.v1beta2_conditions(machine))
-    for conditions in lists:
+    for conditions in (flavour.all_conditions(machine), flavour.v1beta2_conditions(machine)):
         for condition in conditions:
             if condition.get("type") == PAUSED_CONDITION and condition.get("status") == "True" and condition.get("lastTransitionTime"):
                 return str(condition["lastTransitionTime"])
@@ -79,7 +76,7 @@ def paused_since(flavour: Flavour, machine: dict) -> str | None:
 def capi_pause(machine: dict, flavour: Flavour, cluster: dict | None) -> HandsOff | None:
     """Why Cluster API's controllers leave this Cluster API Machine alone (its Cluster's ``spec.paused``,
     its own ``cluster.x-k8s.io/paused`` annotation); None when they do not (or it is an OpenShift Machine)."""
-    if flavour.group != CAPI_GROUP:
+    if not flavour.pausable:
         return None
     meta = machine.get("metadata") or {}
     objects, causes = [], []

@@ -13,6 +13,9 @@ from ansible_collections.lifecycle.machine.plugins.module_utils._machine.conditi
     openshift_conditions,
 )
 from ansible_collections.lifecycle.machine.plugins.module_utils._machine.flavour.base import (
+    CAPI_GROUP,
+    CAPI_MIGRATION_NAMESPACE,
+    MAPI_MIGRATION_NAMESPACE,
     OPENSHIFT,
     OPENSHIFT_DRAIN_START_ANNOTATION,
     OPENSHIFT_GROUP,
@@ -64,6 +67,8 @@ class OpenShiftFlavour(Flavour):
     progress_conditions = ("Drainable", "Drained", "Terminable")
     drain_report_event = DRAIN_REQUEUED
     hooks_may_be_pruned = True
+    migration_namespace, mirror_namespace, mirror_group = MAPI_MIGRATION_NAMESPACE, CAPI_MIGRATION_NAMESPACE, CAPI_GROUP
+    holds_authority = True
     # drain_controller.go, Reconcile and isDrainAllowed: DrainProceeds, then the refusal as a requeue after 20 s.
     control_plane_drain_refused_events = (
         ("Normal", "DrainProceeds", "Node drain proceeds"),
