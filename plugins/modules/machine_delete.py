@@ -477,6 +477,32 @@ preflight:
         not_counted:
           description: By cluster (C(the cluster) for the task's own), what could not be read, so that part was not judged.
           type: dict
+        unready_pods:
+          description:
+            - What the eviction API answers for each Pod to evict that runs and is not Ready (one budget selects it), by the
+              budget's C(unhealthyPodEvictionPolicy) - V(AlwaysAllow) lets it go, V(IfHealthyBudget) (the default) only while
+              the budget has the healthy Pods it needs; a refused one is also an C(unready pod) finding.
+          type: list
+          elements: dict
+          contains:
+            pod:
+              description: The Pod, C(namespace/name).
+              type: str
+            machine:
+              description: The Machine whose Node it is on.
+              type: str
+            budget:
+              description: Its budget, C(namespace/name).
+              type: str
+            policy:
+              description: The budget's C(unhealthyPodEvictionPolicy).
+              type: str
+            answer:
+              description: V(evicted) or V(refused).
+              type: str
+            reason:
+              description: Why, with the budget's numbers.
+              type: str
   sample:
     would_finish: [default/worker-1]
     would_wait:
