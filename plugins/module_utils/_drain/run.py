@@ -465,8 +465,7 @@ class DrainRun:
         try:
             if request.machine:
                 self.load_machine()
-                # A paused Machine the user overrode the pause of: its (paused) controller does nothing, so it is not followed.
-                self.pause_overridden = self.hands_off(first=True)
+                self.pause_overridden = hands_off(self, first=True)  # overridden: its (paused) controller is not followed
                 followed = self.followed()
                 if followed is not None:
                     return followed
@@ -542,9 +541,8 @@ class DrainRun:
         (``_machine/waits.followed_deletion``: nothing written), on the Machine the run read and within the
         task's deadline; None when the collection drains."""
         request, actor = self.request, self.scope.actor if self.scope is not None else None
-        if request.state != DRAINED or request.machine_controller == ABSENT or (actor is not None and not actor.controller):
-            return None
-        if self.pause_overridden and request.machine_controller == AUTO:
+        overridden = self.pause_overridden and request.machine_controller == AUTO  # a paused controller does nothing
+        if request.state != DRAINED or request.machine_controller == ABSENT or (actor is not None and not actor.controller) or overridden:
             return None
         followed = followed_deletion(
             self.api,
@@ -567,7 +565,7 @@ class DrainRun:
         gate, state = self.gate, self.request.state
         if not first:
             gate.refresh()
-            self.hands_off(first=False)
+            hands_off(self, first=False)
         reason = gate.node_skip_reason()
         if reason:
             if not gate.node_name() and gate.flavour.drain_skipped_without_node:
@@ -588,21 +586,6 @@ class DrainRun:
         if started is not None:
             self.report.started_at = started
         return None
-
-    def hands_off(self, first: bool) -> bool:
-        """Before each pass: a Machine its controllers leave alone - paused, another API authoritative for it, being
-        migrated (docs/behaviour.md "Hands off") - is neither cordoned nor drained: the task fails, changing nothing,
-        with the blocker (``hands_off`` in the result tells machine_delete to hold it). A pause the user overrode
-        (``override_pause``) goes on, recorded once on the Machine (by machine_delete, when it runs the drain)."""
-        gate = self.gate
-        held = read_hands_off(self.api, gate.machine, gate.flavour, gate.view)
-        if held is None:
-            return False
-        if held.overridable and self.request.override_pause:
-            if first and self.scope is None:
-                record_pause_override(self.api, gate.machine, held, self.request.override_pause, dry_run=self.request.check_mode)
-            return True
-        raise self.fail(held.message, blockers=[held.blocker.as_dict()], hands_off=hands_off_result(held))
 
     def held(self, hooks: list[Hook]) -> dict:
         """Held at the preDrain gate without waiting (wait false, check mode)."""
@@ -795,6 +778,22 @@ class Drain:
             raise self.task.failed(exc) from None
         self.task.progress.after_pass(drain, self.report.node_name)  # as dry runs, and no Event
         return self.drained(drain) if drain.completed else self.task.result(False, drain.message)
+
+
+def hands_off(run: DrainRun, *, first: bool) -> bool:
+    """Before each pass: a Machine its controllers leave alone - paused, another API authoritative for it, being
+    migrated (docs/behaviour.md "Hands off") - is neither cordoned nor drained: the task fails, changing nothing,
+    with the blocker (``hands_off`` in the result tells machine_delete to hold it). A pause the user overrode
+    (``override_pause``) goes on (True), recorded once on the Machine (by machine_delete, when it runs the drain)."""
+    gate, request = run.gate, run.request
+    held = read_hands_off(run.api, gate.machine, gate.flavour, gate.view)
+    if held is None:
+        return False
+    if held.overridable and request.override_pause:
+        if first and run.scope is None:
+            record_pause_override(run.api, gate.machine, held, request.override_pause, dry_run=request.check_mode)
+        return True
+    raise run.fail(held.message, blockers=[held.blocker.as_dict()], hands_off=hands_off_result(held))
 
 
 def run_drain(api: KubeApi, request: DrainRequest) -> dict:

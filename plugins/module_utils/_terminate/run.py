@@ -206,7 +206,7 @@ class Termination:
             read_node=self.nodes.read,
         )
         if facts.machine is not None:
-            facts.hands_off = self.hands_off(facts.machine)
+            facts.hands_off = left_alone(self.api, facts.machine, self.flavour, self.view, self.request.override_pause)
             found = self.flavour.node_name(facts.machine)
             if found and machine is not None and not self.flavour.node_name(machine):
                 self.report.wrote(f"record Node {found}, found by providerID, as the Machine's nodeRef")
@@ -215,14 +215,6 @@ class Termination:
         if node_name:
             self.report.seen(node_key(node_name), facts.node is not None)
         return facts
-
-    def hands_off(self, machine: dict) -> HandsOff | None:
-        """Why the Machine is left alone at this look (paused, another API authoritative, migrating), unless the
-        user overrode its pause (``override_pause``); None when the termination may act (docs/behaviour.md "Hands off")."""
-        held = read_hands_off(self.api, machine, self.flavour, self.view)
-        if held is None or (held.overridable and self.request.override_pause):
-            return None
-        return held
 
     def perform(self, decision: Decision, facts: Facts) -> Facts | dict:
         """Perform one decision: the Facts to decide on next, or the module result."""
@@ -428,6 +420,13 @@ def terminate_machine(api: KubeApi, request: TerminateRequest, out_of_service: M
         exc.result.update(with_taint(exc.result, taint))
         raise
     return with_taint(result, taint)
+
+
+def left_alone(api: KubeApi, machine: dict, flavour: Flavour, view: CachedMachines | None, override: str | None) -> HandsOff | None:
+    """Why the Machine is left alone at this look (paused, another API authoritative, migrating), unless the
+    user overrode its pause (``override_pause``); None when the termination may act (docs/behaviour.md "Hands off")."""
+    held = read_hands_off(api, machine, flavour, view)
+    return None if held is None or (held.overridable and override) else held
 
 
 def pause_first(api: KubeApi, machine: dict, request: TerminateRequest) -> bool:

@@ -263,7 +263,7 @@ def test_a_paused_machine_is_held_in_progress_and_nothing_is_written() -> None:
     assert DRAIN in result["clock"][KEY]  # its drain budget counts while it is held
     plan = delete_machines(place.fake, request(check_mode=True))
     assert plan["machines"][0]["status"] == "planned" and KEY in plan["preflight"]["would_wait"], plan["preflight"]
-    failed = delete_machines(place.fake, request(on_stall="fail"))
+    failed = delete_machines(place.fake, request(stall=StallPolicy(on_stall="fail")))
     assert failed["machines"][0]["status"] == FAILED and "on_stall is fail" in failed["machines"][0]["message"]
     assert place.writes() == []
 
