@@ -168,7 +168,7 @@ def test_inventory_source_lists_the_machines_and_a_job_sliced_in_two_deletes_the
     capi_cluster(namespace)
     pool = f"slice-{namespace[-6:]}"
     names = []
-    for _ in range(4):
+    for _index in range(4):
         machine = make_machine(namespace, node=make_node(), labels={"cluster.x-k8s.io/set-name": pool})
         names.append(machine["metadata"]["name"])
     inventory = awx.named("inventories", "lifecycle.machine Machines")
