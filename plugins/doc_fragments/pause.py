@@ -23,4 +23,5 @@ options:
       - Never lets the collection act on the non-authoritative side of OpenShift's move to Cluster API, nor while it migrates.
       - An empty value is unset; at most 512 characters.
     type: str
+    version_added: 0.3.0
 """

@@ -484,6 +484,7 @@ preflight:
               the budget has the healthy Pods it needs; a refused one is also an C(unready pod) finding.
           type: list
           elements: dict
+          version_added: 0.3.0
           contains:
             pod:
               description: The Pod, C(namespace/name).
