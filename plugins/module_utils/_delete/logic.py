@@ -25,6 +25,7 @@ from ansible_collections.lifecycle.machine.plugins.module_utils._drain.rules imp
 from ansible_collections.lifecycle.machine.plugins.module_utils._drain.stall_policy import StallPolicy
 from ansible_collections.lifecycle.machine.plugins.module_utils._machine.blockers import MAX_BLOCKER_LINES, NEVER, blocker_lines, worst
 from ansible_collections.lifecycle.machine.plugins.module_utils._machine.controller import AUTO, DEFAULT_GRACE, SETTINGS
+from ansible_collections.lifecycle.machine.plugins.module_utils._machine.pause import override_errors
 from ansible_collections.lifecycle.machine.plugins.module_utils._options.logic import Bound, bound_errors, invalid_names, invalid_options, seconds
 from ansible_collections.lifecycle.machine.plugins.module_utils._terminate.logic import TerminateRequest
 from ansible_collections.lifecycle.machine.plugins.module_utils._terminate.out_of_service import OutOfService, normalize_out_of_service
@@ -40,6 +41,8 @@ STATUSES = (DONE, IN_PROGRESS, AWAITING_INSTANCE, FAILED, PLANNED)
 
 # The phases whose time is budgeted.
 DRAIN, TERMINATE = "drain", "terminate"
+# Where a Machine its controllers leave alone stands (paused, another API authoritative): nothing is done to it.
+PAUSED = "paused"
 # When the collection took a Machine's deletion on (its first call): the progress lines count from it, across calls.
 STARTED = "started"
 # When a Machine's drain last made progress (stall_timeout, docs/stalls.md): carried in the clock like a phase's start.
@@ -128,6 +131,8 @@ class DeleteRequest:
     stall: StallPolicy = field(default_factory=StallPolicy)
     # The Machines whose instance the user confirmed gone: their Node gets the out-of-service taint (_terminate/out_of_service.py).
     out_of_service: dict[str, OutOfService] = field(default_factory=dict)
+    # Who asked to act on paused Machines, and why (_machine/pause.py); None: a paused Machine is held.
+    override_pause: str | None = None
 
     @classmethod
     def from_params(cls, params: dict, check_mode: bool, now: float) -> DeleteRequest:
@@ -156,6 +161,7 @@ class DeleteRequest:
             controller_grace=DEFAULT_GRACE if params.get("controller_grace") is None else params["controller_grace"],
             stall=StallPolicy.from_params(params),
             out_of_service=normalize_out_of_service(params.get("out_of_service"), [machine_key(m) for m in params["machines"]]),
+            override_pause=params.get("override_pause") or None,
         )
 
     def drain_request(self, machine: dict, clock: dict) -> DrainRequest:
@@ -173,6 +179,7 @@ class DeleteRequest:
             check_mode=self.check_mode,
             workload=self.workload,
             stall=self.stall.resumed((clock.get(machine_key(machine)) or {}).get(DRAIN_PROGRESS)),
+            override_pause=self.override_pause,
         )
 
     def terminate_request(self, machine: dict) -> TerminateRequest:
@@ -187,6 +194,7 @@ class DeleteRequest:
             rules=self.rules,
             use_cluster_rules=self.use_cluster_rules,
             workload=self.workload,
+            override_pause=self.override_pause,
         )
 
 
@@ -213,7 +221,7 @@ def option_errors(params: dict) -> list[str]:
     setting = params.get("machine_controller")
     if setting is not None and setting not in SETTINGS:
         errors.append(f"machine_controller must be one of {', '.join(SETTINGS)} (got {setting!r})")
-    return errors + bound_errors(params, BOUNDS)
+    return errors + override_errors(params.get("override_pause")) + bound_errors(params, BOUNDS)
 
 
 def started_clock(clock: dict, now: float, keys: list[str] | tuple[str, ...] = ()) -> dict:
@@ -299,6 +307,8 @@ class Outcome:
     followed_blockers: list[dict] = field(default_factory=list)
     # The out-of-service taint the user asked for on its Node, as this call left it (None when not asked).
     out_of_service: dict | None = None
+    # What leaves the Machine alone, as its controllers leave it (paused, another API authoritative; docs/behaviour.md).
+    hands_off: list[dict] = field(default_factory=list)
 
     @property
     def key(self) -> str:
@@ -328,6 +338,8 @@ class Outcome:
         (in check mode, what the drain's preview found)."""
         if self.status == DONE:
             return []
+        if self.hands_off:
+            return list(self.hands_off)
         if self.carried_out_by == "controller":
             return list(self.followed_blockers)
         if self.step != DRAIN and self.terminate is not None:
