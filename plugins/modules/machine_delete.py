@@ -167,6 +167,7 @@ extends_documentation_fragment:
   - lifecycle.machine.workload
   - lifecycle.machine.machine_controller
   - lifecycle.machine.out_of_service
+  - lifecycle.machine.pause
 requirements:
   - python >= 3.11
   - kubernetes >= 24.2.0
@@ -552,6 +553,33 @@ preflight:
         not_counted:
           description: By cluster (C(the cluster) for the task's own), what could not be read, so that part was not judged.
           type: dict
+        unready_pods:
+          description:
+            - What the eviction API answers for each Pod to evict that runs and is not Ready (one budget selects it), by the
+              budget's C(unhealthyPodEvictionPolicy) - V(AlwaysAllow) lets it go, V(IfHealthyBudget) (the default) only while
+              the budget has the healthy Pods it needs; a refused one is also an C(unready pod) finding.
+          type: list
+          elements: dict
+          version_added: 0.3.0
+          contains:
+            pod:
+              description: The Pod, C(namespace/name).
+              type: str
+            machine:
+              description: The Machine whose Node it is on.
+              type: str
+            budget:
+              description: Its budget, C(namespace/name).
+              type: str
+            policy:
+              description: The budget's C(unhealthyPodEvictionPolicy).
+              type: str
+            answer:
+              description: V(evicted) or V(refused).
+              type: str
+            reason:
+              description: Why, with the budget's numbers.
+              type: str
   sample:
     would_finish: [default/worker-1]
     would_wait:
@@ -663,7 +691,7 @@ import time
 from ansible_collections.lifecycle.machine.plugins.module_utils._delete.logic import DeleteRequest
 from ansible_collections.lifecycle.machine.plugins.module_utils._delete.run import delete_machines
 from ansible_collections.lifecycle.machine.plugins.module_utils._module import new_module, run
-from ansible_collections.lifecycle.machine.plugins.module_utils._options.specs import machine_side_spec, stall_spec
+from ansible_collections.lifecycle.machine.plugins.module_utils._options.specs import machine_side_spec, pause_spec, stall_spec
 
 
 def main():
@@ -689,6 +717,7 @@ def main():
         },
         **machine_side_spec(),
         **stall_spec(),
+        **pause_spec(),
     }
     module = new_module(argument_spec, supports_check_mode=True)
     run(module, lambda api: delete_machines(api, DeleteRequest.from_params(module.params, module.check_mode, time.time())))

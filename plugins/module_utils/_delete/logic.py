@@ -25,6 +25,7 @@ from ansible_collections.lifecycle.machine.plugins.module_utils._drain.rules imp
 from ansible_collections.lifecycle.machine.plugins.module_utils._drain.stall_policy import StallPolicy
 from ansible_collections.lifecycle.machine.plugins.module_utils._machine.blockers import MAX_BLOCKER_LINES, NEVER, blocker_lines, worst
 from ansible_collections.lifecycle.machine.plugins.module_utils._machine.controller import AUTO, DEFAULT_GRACE, SETTINGS
+from ansible_collections.lifecycle.machine.plugins.module_utils._machine.pause import override_errors
 from ansible_collections.lifecycle.machine.plugins.module_utils._options.logic import Bound, bound_errors, invalid_names, invalid_options, seconds
 from ansible_collections.lifecycle.machine.plugins.module_utils._replace.logic import AFTER, MODES, REPLACE, REPLACEMENT_READY, replacement_figures
 from ansible_collections.lifecycle.machine.plugins.module_utils._terminate.logic import TerminateRequest
@@ -41,6 +42,8 @@ STATUSES = (DONE, IN_PROGRESS, AWAITING_INSTANCE, FAILED, PLANNED)
 
 # The phases whose time is budgeted.
 DRAIN, TERMINATE = "drain", "terminate"
+# Where a Machine its controllers leave alone stands (paused, another API authoritative): nothing is done to it.
+PAUSED = "paused"
 # When the collection took a Machine's deletion on (its first call): the progress lines count from it, across calls.
 STARTED = "started"
 # When a Machine's drain last made progress (stall_timeout, docs/stalls.md): carried in the clock like a phase's start.
@@ -134,6 +137,8 @@ class DeleteRequest:
     # What becomes of each Machine's place in its pool (_replace/logic.py): after, none or first; and how long a replacement is waited for.
     replacement: str = AFTER
     replacement_timeout: int = 1800
+    # Who asked to act on paused Machines, and why (_machine/pause.py); None: a paused Machine is held.
+    override_pause: str | None = None
 
     @classmethod
     def from_params(cls, params: dict, check_mode: bool, now: float) -> DeleteRequest:
@@ -164,6 +169,7 @@ class DeleteRequest:
             out_of_service=normalize_out_of_service(params.get("out_of_service"), [machine_key(m) for m in params["machines"]]),
             replacement=params.get("replacement") or AFTER,
             replacement_timeout=1800 if params.get("replacement_timeout") is None else params["replacement_timeout"],
+            override_pause=params.get("override_pause") or None,
         )
 
     def drain_request(self, machine: dict, clock: dict) -> DrainRequest:
@@ -181,6 +187,7 @@ class DeleteRequest:
             check_mode=self.check_mode,
             workload=self.workload,
             stall=self.stall.resumed((clock.get(machine_key(machine)) or {}).get(DRAIN_PROGRESS)),
+            override_pause=self.override_pause,
         )
 
     def terminate_request(self, machine: dict) -> TerminateRequest:
@@ -195,6 +202,7 @@ class DeleteRequest:
             rules=self.rules,
             use_cluster_rules=self.use_cluster_rules,
             workload=self.workload,
+            override_pause=self.override_pause,
         )
 
 
@@ -229,7 +237,7 @@ def option_errors(params: dict) -> list[str]:
             "replacement: first needs a live MachineSet controller to create the replacement, and machine_controller: absent says none runs;"
             " use replacement: none or after (docs/delete_machine.md)"
         )
-    return errors + bound_errors(params, BOUNDS)
+    return errors + override_errors(params.get("override_pause")) + bound_errors(params, BOUNDS)
 
 
 def started_clock(clock: dict, now: float, keys: list[str] | tuple[str, ...] = ()) -> dict:
@@ -317,6 +325,8 @@ class Outcome:
     out_of_service: dict | None = None
     # What becomes of its place in its pool (_replace/run.py ReplacementState.as_dict); None before it was looked at.
     replacement: dict | None = None
+    # What leaves the Machine alone, as its controllers leave it (paused, another API authoritative; docs/behaviour.md).
+    hands_off: list[dict] = field(default_factory=list)
 
     @property
     def key(self) -> str:
@@ -347,6 +357,8 @@ class Outcome:
         (in check mode, what the drain's preview found)."""
         if self.status == DONE:
             return []
+        if self.hands_off:
+            return list(self.hands_off)
         if self.carried_out_by == "controller":
             return list(self.followed_blockers)
         if self.step != DRAIN and self.terminate is not None:

@@ -29,6 +29,7 @@ from ansible_collections.lifecycle.machine.plugins.module_utils._delete.logic im
     DRAIN_PROGRESS,
     FAILED,
     IN_PROGRESS,
+    PAUSED,
     PLANNED,
     TERMINATE,
     DeleteRequest,
@@ -55,6 +56,9 @@ from ansible_collections.lifecycle.machine.plugins.module_utils._machine.api imp
     get_machine,
     machine_api_versions,
     node_steps_skip_reason,
+    read_gone_owner,
+    read_hands_off,
+    record_pause_override,
     require_namespace,
 )
 from ansible_collections.lifecycle.machine.plugins.module_utils._machine.blockers import (
@@ -76,6 +80,14 @@ from ansible_collections.lifecycle.machine.plugins.module_utils._machine.control
 )
 from ansible_collections.lifecycle.machine.plugins.module_utils._machine.feed import MachineFeeds
 from ansible_collections.lifecycle.machine.plugins.module_utils._machine.flavour import Flavour, flavour_for
+from ansible_collections.lifecycle.machine.plugins.module_utils._machine.inaction import (
+    authority_controller_blocker,
+    owner_gone_blocker,
+    paused_controller_blocker,
+    reported_deletion,
+)
+from ansible_collections.lifecycle.machine.plugins.module_utils._machine.migration import MACHINE_API, authority
+from ansible_collections.lifecycle.machine.plugins.module_utils._machine.pause import HandsOff, paused_since
 from ansible_collections.lifecycle.machine.plugins.module_utils._machine.scope import MachineScope
 from ansible_collections.lifecycle.machine.plugins.module_utils._machine.waits import actor_of, follow_controller, followed_blockers, read_refused_pods
 from ansible_collections.lifecycle.machine.plugins.module_utils._mark.run import mark
@@ -121,6 +133,8 @@ class MachineDeletion:
         self.marked_at: float | None = None
         # Check mode: what its drain preview read (``DrainReport.preview``), for the preflight of the Machines together.
         self.preview: dict | None = None
+        # What its controllers leave alone, left alone (paused, another API authoritative, migrating).
+        self.left_alone = LeftAlone(self)
         # Its place in its pool: what comes before its deletion request and after it is gone (``replacement``).
         self.place = PoolPlace(self, replacing) if replacing is not None else None
 
@@ -183,11 +197,9 @@ class MachineDeletion:
         flavour's finalizer) unless it is already, and who carries the deletion out decided
         once; None when this call ends here (gone, or still undecided: the outcome says why)."""
         request, outcome = self.request, self.outcome
-        machine = self.read()
-        if machine is not None and self.place is not None and not self.place.prepared:
-            go_on, machine = self.place.prepare(machine)
-            if not go_on:
-                return None
+        go_on, machine = self.before_request(self.read())
+        if not go_on:
+            return None
         if machine is not None:
             machine = self.mark(machine)
         if machine is None:
@@ -197,6 +209,10 @@ class MachineDeletion:
         if request.check_mode:
             actor = self.decided(predicted_actor(machine, request.machine_controller))
             return MachineScope(machine, actor, marked_at=self.marked_at, reread=reread, view=self.feeds)
+        if self.left_alone.overridden and request.machine_controller == AUTO:
+            # Its controller leaves a paused Machine alone: following it would wait for nothing.
+            actor = Actor(COLLECTION, "its controller leaves the paused Machine alone: the collection carries out the deletion, as override_pause asks")
+            return MachineScope(machine, self.decided(actor), marked_at=self.marked_at, reread=reread, view=self.feeds)
         current, actor = actor_of(self.api, machine, request.machine_controller, request.controller_grace, marked_at=self.marked_at, deadline=self.slice_end)
         if actor.who not in (CONTROLLER, COLLECTION):
             outcome.status, outcome.step, outcome.message = IN_PROGRESS, DRAIN, actor.reason[:1].upper() + actor.reason[1:]
@@ -205,6 +221,17 @@ class MachineDeletion:
         scope.seen(current)
         scope.gone = current is None  # it went while its controller was looked for: followed, it is done
         return scope
+
+    def before_request(self, machine: dict | None) -> tuple[bool, dict | None]:
+        """What comes before the deletion request this round: what its controllers leave alone is left alone, then
+        its place in its pool (``replacement``, once per call). (Whether this round goes on, the Machine after.)"""
+        if machine is None:
+            return True, None
+        if self.left_alone.now(machine):
+            return False, machine
+        if self.place is not None and not self.place.prepared:
+            return self.place.prepare(machine)
+        return True, machine
 
     def read(self) -> dict | None:
         """The Machine now, from the task's feed (listed once per namespace, then watched), on the
@@ -276,6 +303,8 @@ class MachineDeletion:
         except MachineError as exc:
             outcome.drain = drain_summary(exc.result)
             outcome.changed |= bool(exc.result.get("changed"))
+            if self.left_alone.midway(exc.result, exc.msg):
+                return False
             if self.again.waiting_for_cluster(DRAIN, request.drain_timeout, exc.result, exc.msg, final):
                 return False
             if self.again.out_of_time(exc, request.drain_timeout, final, exc.result.get("message") or exc.msg):
@@ -303,6 +332,8 @@ class MachineDeletion:
         except MachineError as exc:
             outcome.terminate = terminate_summary(exc.result)
             outcome.changed |= bool(exc.result.get("changed"))
+            if self.left_alone.midway(exc.result, exc.msg):
+                return
             if self.again.waiting_for_cluster(TERMINATE, request.terminate_timeout, exc.result, exc.msg, final):
                 outcome.step = exc.result.get("next_step") or TERMINATE
                 return
@@ -321,6 +352,59 @@ class MachineDeletion:
             outcome.status, outcome.step, outcome.message = DONE, "release", "deleted"
         else:
             outcome.status, outcome.step = IN_PROGRESS, result.get("next_step") or TERMINATE
+
+
+class LeftAlone:
+    """What the Machine's controllers leave alone, the collection leaves alone too (docs/behaviour.md "Hands off"):
+    a paused Machine, one another API is authoritative for, one being migrated. Looked at before anything each round
+    (and from a step that stopped on it); a pause the user overrode (``override_pause``) is recorded once and gone on from."""
+
+    def __init__(self, deletion: MachineDeletion):
+        self.deletion = deletion
+        self.api, self.request, self.outcome = deletion.api, deletion.request, deletion.outcome
+        # The Machine is paused and the user overrode it: recorded on it once, then acted on.
+        self.overridden = False
+
+    def now(self, machine: dict) -> bool:
+        """Before anything this round: a Machine its controllers leave alone is left alone - True, the outcome says
+        why; a pause the user overrode is recorded on the Machine once and the deletion goes on (False)."""
+        held = read_hands_off(self.api, machine, flavour_for(machine), self.deletion.feeds)
+        if held is None:
+            self.outcome.hands_off = []
+            return False
+        if held.overridable and self.request.override_pause:
+            if not self.overridden:
+                record_pause_override(self.api, machine, held, self.request.override_pause, dry_run=self.request.check_mode)
+            self.overridden = True
+            return False
+        self.hold(held.message, [held.blocker.as_dict()], refuse=held.refuse)
+        return True
+
+    def hold(self, message: str, blockers: list[dict], *, refuse: bool) -> None:
+        """Hold a Machine its controllers leave alone: in progress, looked at again each round, within its drain
+        budget (nothing is done to it, so its first phase's time counts); failed at once when it is the wrong side of
+        OpenShift's migration, or with ``on_stall: fail``; planned in check mode, the blocker saying why."""
+        request, outcome, deletion = self.request, self.outcome, self.deletion
+        outcome.hands_off, outcome.step, outcome.message = blockers, PAUSED, message
+        if refuse:
+            raise MachineError(message)
+        if request.check_mode:
+            outcome.status = PLANNED
+            return
+        if request.stall.fails_at_once:
+            raise MachineError(f"{message} (on_stall is fail: the Machine fails at once)")
+        start_phase(deletion.clock, deletion.key, DRAIN, time.time())
+        if budget_left(deletion.clock, deletion.key, DRAIN, request.drain_timeout, time.time()) <= 0:
+            raise MachineError(f"Timed out after {request.drain_timeout} s: {message}")
+        outcome.status = IN_PROGRESS
+
+    def midway(self, result: dict, message: str) -> bool:
+        """A step that stopped because the Machine became one its controllers leave alone (paused while it ran)."""
+        if not result.get("hands_off"):
+            return False
+        blockers = [blocker for blocker in result.get("blockers") or [] if blocker.get("phase") == "paused"]
+        self.hold(message, blockers, refuse=result.get("hands_off") == "refuse")
+        return True
 
 
 class Again:
@@ -407,8 +491,8 @@ class ControllerFollow:
         """Between the drain and the termination, once more, on the Machine as the drain
         last saw or wrote it: a controller that answered late (auto) carries out the
         rest, followed, not raced."""
-        if self.request.machine_controller != AUTO or self.outcome.status in (FAILED, DONE):
-            return False
+        if self.request.machine_controller != AUTO or self.outcome.status in (FAILED, DONE) or self.deletion.left_alone.overridden:
+            return False  # (a paused controller whose pause the user overrode writes its Paused condition, and does nothing)
         actor = who_deletes(scope.machine, self.request.machine_controller, self.request.controller_grace, time.time(), marked_at=scope.marked_at)
         if not actor.controller:
             return False
@@ -444,6 +528,7 @@ class ControllerFollow:
                 continue
             if machine is not None:
                 found = followed_blockers(self.api, machine, flavour, progress, actor, draining=phase == DRAIN, judge=self.judge(machine, flavour))
+                found = [*self.will_not_act(machine, flavour, actor), *found]
                 outcome.followed_blockers = as_dicts(found)
                 stop = request.stall.stop_following(found, who)
                 if stop is not None:
@@ -454,6 +539,23 @@ class ControllerFollow:
                 raise MachineError(timeout_message(actor, progress, timeout))
             outcome.status, outcome.message = IN_PROGRESS, following_message(actor, progress)
             return
+
+    def will_not_act(self, machine: dict, flavour: Flavour, actor: Actor) -> list[Blocker]:
+        """What proves the followed controller will never act on this Machine (docs/stalls.md): it is paused (its
+        pause overridden for the collection, but the controller followed all the same), another API became
+        authoritative for it (OpenShift), or - Cluster API v1.14.2 - its owner MachineSet or MachineDeployment is
+        gone and the controller has not reported the deletion (the owners read only then)."""
+        who = f"controller {actor.manager}" if actor.manager else "the Machine's controller"
+        if flavour.holds_authority:
+            value = authority(machine)
+            return [] if value == MACHINE_API else [authority_controller_blocker(who, value, paused_since(flavour, machine))]
+        held: HandsOff | None = read_hands_off(self.api, machine, flavour, self.deletion.feeds) if self.deletion.left_alone.overridden else None
+        if held is not None and held.overridable:
+            return [paused_controller_blocker(who, held.cause, held.blocker.since)]
+        if reported_deletion(machine, flavour):
+            return []
+        owner = read_gone_owner(self.api, machine, flavour)
+        return [owner_gone_blocker(who, owner, machine["metadata"].get("deletionTimestamp"))] if owner else []
 
     def judge(self, machine: dict, flavour: Flavour) -> Callable[[list[Blocker]], list[Blocker]]:
         """The budget refusals a followed controller reports, judged as the collection's own drain judges them:

@@ -25,7 +25,7 @@ import datetime as _dt
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 
-from ansible_collections.lifecycle.machine.plugins.module_utils._drain.budgets import budget_groups, dry_run_allowance, ready
+from ansible_collections.lifecycle.machine.plugins.module_utils._drain.budgets import budget_groups, charges, dry_run_allowance, single_budget
 from ansible_collections.lifecycle.machine.plugins.module_utils._drain.escalations import (
     Escalation,
     check_rule_names,
@@ -34,7 +34,7 @@ from ansible_collections.lifecycle.machine.plugins.module_utils._drain.escalatio
     permissions_needed,
     rule_names_wanted,
 )
-from ansible_collections.lifecycle.machine.plugins.module_utils._drain.evictions import eviction_failure_message
+from ansible_collections.lifecycle.machine.plugins.module_utils._drain.evictions import BUDGET_CAUSE, budget_cause, eviction_failure_message
 from ansible_collections.lifecycle.machine.plugins.module_utils._drain.feed import NodeWatch
 from ansible_collections.lifecycle.machine.plugins.module_utils._drain.logic import (
     UNREACHABLE_GRACE_PERIOD_SECONDS,
@@ -155,19 +155,19 @@ class PodContext:
         return {ref for ref, exists in self._daemonsets.items() if exists}
 
 
-def _failure(exc: ApiError) -> tuple[str | None, bool]:
-    """(failure message or None, gone) for a refused eviction or delete."""
+def _failure(exc: ApiError) -> tuple[str | None, bool, str | None]:
+    """(failure message or None, gone, the budget refusal it is or None) for a refused eviction or delete."""
     if exc.status == 409 and "precondition" in exc.message.lower():
         # The Pod we classified (by UID) no longer exists; another one took its name.
-        return None, True
+        return None, True, None
     details = exc.body.get("details")
     causes = (details.get("causes") or []) if isinstance(details, dict) else None
     message = eviction_failure_message(exc.status, exc.message, causes)
-    return message, message is None
+    return message, message is None, budget_cause(exc.status, exc.message, causes) if message is not None else None
 
 
-def _evict(api: KubeApi, pod: dict, *, grace_period: int | None, disable_eviction: bool, dry_run: bool) -> tuple[str | None, bool, int]:
-    """Evict (or delete) one Pod: (failure message or None, gone, HTTP status)."""
+def _evict(api: KubeApi, pod: dict, *, grace_period: int | None, disable_eviction: bool, dry_run: bool) -> tuple[str | None, bool, int, str | None]:
+    """Evict (or delete) one Pod: (failure message or None, gone, HTTP status, the budget refusal it is or None)."""
     meta = pod["metadata"]
     options: dict = {"preconditions": {"uid": meta.get("uid")}} if meta.get("uid") else {}
     if grace_period is not None:
@@ -177,8 +177,8 @@ def _evict(api: KubeApi, pod: dict, *, grace_period: int | None, disable_evictio
         if disable_eviction:
             body = {"apiVersion": "v1", "kind": "DeleteOptions", **options}
             if not api.delete(pod_path, body=body, dry_run=dry_run):
-                return None, True, 404
-            return None, False, 200
+                return None, True, 404, None
+            return None, False, 200, None
         body = {
             "apiVersion": "policy/v1",
             "kind": "Eviction",
@@ -197,12 +197,12 @@ def _evict(api: KubeApi, pod: dict, *, grace_period: int | None, disable_evictio
             verify=None if dry_run else _eviction_landed(api, pod),
         )
     except ApiError as exc:
-        failure, gone = _failure(exc)
-        return failure, gone, exc.status
+        failure, gone, cause = _failure(exc)
+        return failure, gone, exc.status, cause
     # An eviction whose answer was lost but which the Pod shows (terminating, or
     # already gone: a Pod with no grace period left goes at once) took effect:
     # it is this task's eviction, and the report counts it as evicted.
-    return None, False, 200
+    return None, False, 200, None
 
 
 _LANDED = "lifecycle.machine/eviction"
@@ -264,38 +264,42 @@ def evict_pods(
         return outcome
     groups = budget_groups(pods, budgets or [])
 
-    def chain(group: list[dict]) -> list[tuple[str, str | None, bool]]:
+    def chain(group: list[dict]) -> list[tuple[str, str | None, bool, str | None]]:
         results = []
         refusal = None
         known = (dry_run or predict) and not disable_eviction and (len(group) > 1 or predict)
         allowance = dry_run_allowance(group, budgets or []) if known else None
+        # Whether a Pod uses up the budget is the eviction API's own rule (unhealthyPodEvictionPolicy: _drain/budgets.py).
+        budget = single_budget(group, budgets or [])
         for pod in group:
-            if refusal is not None and ready(pod):
-                results.append((pod_key(pod), refusal, False))
+            if refusal is not None and charges(pod, budget):
+                results.append((pod_key(pod), refusal, False, BUDGET_CAUSE))
                 continue
-            if predict and allowance is not None and allowance[0] <= 0 and ready(pod):
+            if predict and allowance is not None and allowance[0] <= 0 and charges(pod, budget):
                 refusal = allowance[1]
-                results.append((pod_key(pod), refusal, False))
+                results.append((pod_key(pod), refusal, False, BUDGET_CAUSE))
                 continue
-            failure, gone, status = _evict(api, pod, grace_period=grace_period, disable_eviction=disable_eviction, dry_run=dry_run)
-            if allowance is not None and status == 200 and ready(pod):
+            failure, gone, status, cause = _evict(api, pod, grace_period=grace_period, disable_eviction=disable_eviction, dry_run=dry_run)
+            if allowance is not None and status == 200 and charges(pod, budget):
                 allowed, budget_refusal = allowance
                 if allowed > 0:
                     allowance = (allowed - 1, budget_refusal)
                 else:
-                    failure, status = budget_refusal, 429
+                    failure, status, cause = budget_refusal, 429, BUDGET_CAUSE
             if status == 429 and len(group) > 1:
                 refusal = failure
-            results.append((pod_key(pod), failure, gone))
+            results.append((pod_key(pod), failure, gone, cause))
         return results
 
     with ThreadPoolExecutor(max_workers=min(EVICTION_WORKERS, len(groups))) as pool:
         results = [item for chained in pool.map(chain, groups) for item in chained]
-    for key, failure, gone in sorted(results):
+    for key, failure, gone, cause in sorted(results, key=lambda result: result[0]):
         if gone:
             outcome.gone.append(key)
         elif failure is not None:
             outcome.failures.setdefault(failure, []).append(key)
+            if cause is not None:
+                outcome.causes[failure] = cause
         else:
             outcome.evicted.append(key)
     return outcome

@@ -3,7 +3,18 @@ dry run predicts a budget allows (``_drain/budgets.py``, pure)."""
 
 from __future__ import annotations
 
-from ansible_collections.lifecycle.machine.plugins.module_utils._drain.budgets import budget_groups, dry_run_allowance
+import pytest
+
+from ansible_collections.lifecycle.machine.plugins.module_utils._drain.budgets import (
+    CHARGED,
+    LET_GO,
+    REFUSED,
+    budget_groups,
+    charges,
+    dry_run_allowance,
+    eviction_answer,
+    running_unready,
+)
 
 PDB = "Cannot evict pod as it would violate the pod's disruption budget."
 
@@ -59,3 +70,56 @@ def test_dry_run_allowance_unknown_without_exactly_one_observed_budget() -> None
     # Two budgets over one Pod: the server refuses the eviction itself.
     assert dry_run_allowance([pod("web-0", app="web")], [web, budget("all", {})]) is None
     assert dry_run_allowance([pod("lone-0")], [web]) is None
+
+
+# -- the eviction API's own rules: unhealthyPodEvictionPolicy --------------------------------------------
+
+
+def running(name: str, ready: bool, phase: str = "Running", deleting: bool = False) -> dict:
+    p = pod(name, ready=ready, app="web")
+    p["status"]["phase"] = phase
+    if deleting:
+        p["metadata"]["deletionTimestamp"] = "2026-11-27T08:00:00Z"
+    return p
+
+
+def counted(policy: str | None = None, *, healthy: int, needed: int, expected: int, allowed: int) -> dict:
+    spec: dict = {"selector": {"matchLabels": {"app": "web"}}}
+    if policy:
+        spec["unhealthyPodEvictionPolicy"] = policy
+    status = {"currentHealthy": healthy, "desiredHealthy": needed, "expectedPods": expected, "disruptionsAllowed": allowed}
+    return {"metadata": {"namespace": "ns", "name": "web"}, "spec": spec, "status": status}
+
+
+@pytest.mark.parametrize(
+    ("policy", "healthy", "needed", "wanted"),
+    [
+        # AlwaysAllow: an unready Pod goes whatever the budget allows.
+        ("AlwaysAllow", 1, 3, LET_GO),
+        # IfHealthyBudget (also when unset): only while the budget has the healthy Pods it needs.
+        ("IfHealthyBudget", 2, 2, LET_GO),
+        (None, 2, 2, LET_GO),
+        ("IfHealthyBudget", 1, 2, REFUSED),
+        (None, 2, 3, REFUSED),
+    ],
+)
+def test_an_unready_pod_meets_the_budgets_unhealthy_pod_eviction_policy(policy, healthy, needed, wanted) -> None:
+    budget_now = counted(policy, healthy=healthy, needed=needed, expected=3, allowed=max(0, healthy - needed))
+    answer, why = eviction_answer(running("web-0", ready=False), budget_now)
+    assert answer == wanted, why
+    assert charges(running("web-0", ready=False), budget_now) == (answer != LET_GO)
+    assert ("AlwaysAllow" in why) == (policy == "AlwaysAllow")
+
+
+def test_a_pod_the_eviction_api_does_not_ask_the_budget_about_is_let_go() -> None:
+    exhausted = counted(healthy=2, needed=2, expected=2, allowed=0)
+    for p in (running("a", True, phase="Pending"), running("b", True, phase="Succeeded"), running("c", True, deleting=True)):
+        assert eviction_answer(p, exhausted)[0] == LET_GO and not charges(p, exhausted)
+    assert eviction_answer(running("d", True), exhausted)[0] == REFUSED
+    assert eviction_answer(running("e", True), counted(healthy=3, needed=2, expected=3, allowed=1))[0] == CHARGED
+
+
+def test_a_zero_desired_healthy_budget_charges_an_unready_pod() -> None:
+    """IfHealthyBudget lets an unready Pod go without charge only while desiredHealthy is above 0."""
+    assert charges(running("a", False), counted(healthy=0, needed=0, expected=1, allowed=0))
+    assert not running_unready(running("b", False, phase="Pending")) and running_unready(running("c", False))

@@ -24,7 +24,10 @@ from ansible_collections.lifecycle.machine.plugins.module_utils._machine.flavour
     CAPI_DEFAULT_NODE_DELETION_TIMEOUT,
     CAPI_GROUP,
     CAPI_HOOK_PREFIXES,
+    CAPI_MIGRATION_NAMESPACE,
     CLUSTERAPI,
+    MAPI_MIGRATION_NAMESPACE,
+    OPENSHIFT_GROUP,
     PAST_DRAIN_REASONS,
     PRE_DRAIN,
     PRE_TERMINATE,
@@ -62,6 +65,8 @@ class ClusterAPIFlavour(Flavour):
     scalable_owner_kinds = ("MachineSet", "MachineDeployment")
     capi_node_rules = True
     writes_stages_together = True
+    pausable = True
+    migration_namespace, mirror_namespace, mirror_group = CAPI_MIGRATION_NAMESPACE, MAPI_MIGRATION_NAMESPACE, OPENSHIFT_GROUP
 
     @property
     def v1beta2(self) -> bool:
@@ -133,6 +138,13 @@ class ClusterAPIFlavour(Flavour):
 
     def cluster_name(self, machine: dict) -> str | None:
         return spec_of(machine).get("clusterName") or (meta_of(machine).get("labels") or {}).get(CAPI_CLUSTER_NAME_LABEL)
+
+    def owner_machine_set(self, machine: dict) -> str | None:
+        """As v1.14.2's Machine controller: the first ``ownerReferences`` entry of kind MachineSet in this group, whatever its version."""
+        for ref in meta_of(machine).get("ownerReferences") or []:
+            if ref.get("kind") == "MachineSet" and str(ref.get("apiVersion") or "").rpartition("/")[0] == self.group and ref.get("name"):
+                return str(ref["name"])
+        return None
 
     def is_control_plane(self, machine: dict) -> bool:
         return CAPI_CONTROL_PLANE_LABEL in (meta_of(machine).get("labels") or {})

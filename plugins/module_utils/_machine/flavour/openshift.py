@@ -13,6 +13,9 @@ from ansible_collections.lifecycle.machine.plugins.module_utils._machine.conditi
     openshift_conditions,
 )
 from ansible_collections.lifecycle.machine.plugins.module_utils._machine.flavour.base import (
+    CAPI_GROUP,
+    CAPI_MIGRATION_NAMESPACE,
+    MAPI_MIGRATION_NAMESPACE,
     OPENSHIFT,
     OPENSHIFT_DRAIN_START_ANNOTATION,
     OPENSHIFT_GROUP,
@@ -24,7 +27,6 @@ from ansible_collections.lifecycle.machine.plugins.module_utils._machine.flavour
     Flavour,
     Hook,
     is_deleting,
-    machine_label,
     meta_of,
     spec_of,
     status_of,
@@ -33,11 +35,11 @@ from ansible_collections.lifecycle.machine.plugins.module_utils._timeutil import
 
 # The points whose hooks OpenShift freezes once a Machine is marked for deletion.
 IMMUTABLE_POINTS = {PRE_DRAIN: "pre-drain", PRE_TERMINATE: "pre-terminate"}
-# The values of status.authoritativeAPI for which the machine controller pauses a Machine (its
-# MachineAPIMigration feature gate on; the Machine CRD of the feature sets without the gate has no
-# such field). It writes Paused True AuthoritativeAPINotMachineAPI and does nothing else.
-PAUSED_AUTHORITIES = ("ClusterAPI", "Migrating")
 
+
+# The values of status.authoritativeAPI for which OpenShift's controllers leave a MachineSet alone (its
+# MachineAPIMigration feature gate on: Paused True, as for a Machine; _machine/migration.py).
+PAUSED_AUTHORITIES = ("ClusterAPI", "Migrating")
 
 # The labels an OpenShift installation puts on its control-plane Machines.
 OPENSHIFT_ROLE_LABEL = "machine.openshift.io/cluster-api-machine-role"
@@ -79,6 +81,8 @@ class OpenShiftFlavour(Flavour):
     progress_conditions = ("Drainable", "Drained", "Terminable")
     drain_report_event = DRAIN_REQUEUED
     hooks_may_be_pruned = True
+    migration_namespace, mirror_namespace, mirror_group = MAPI_MIGRATION_NAMESPACE, CAPI_MIGRATION_NAMESPACE, CAPI_GROUP
+    holds_authority = True
     # drain_controller.go, Reconcile and isDrainAllowed: DrainProceeds, then the refusal as a requeue after 20 s.
     control_plane_drain_refused_events = (
         ("Normal", "DrainProceeds", "Node drain proceeds"),
@@ -93,15 +97,6 @@ class OpenShiftFlavour(Flavour):
         value = (spec_of(machine).get("providerSpec") or {}).get("value") or {}
         platform = OPENSHIFT_PLATFORMS.get(str(value.get("kind") or "")) if isinstance(value, dict) else None
         return (OPENSHIFT_LEASE_NAMESPACE, f"cluster-api-provider-{platform}-leader") if platform else None
-
-    def not_authoritative(self, machine: dict) -> str | None:
-        authority = status_of(machine).get("authoritativeAPI") or ""
-        if authority not in PAUSED_AUTHORITIES:
-            return None
-        return (
-            f"Machine {machine_label(machine)} is paused: The AuthoritativeAPI status is set to '{authority}' (the Machine API is not "
-            "authoritative for it, so OpenShift's machine controller leaves it alone, and so does the collection); nothing was changed"
-        )
 
     def is_control_plane(self, machine: dict) -> bool:
         labels = meta_of(machine).get("labels") or {}
