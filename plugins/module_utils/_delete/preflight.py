@@ -194,6 +194,21 @@ def _outside(nodes: list[dict], batch_nodes: set[str]) -> list[dict]:
     return [node for node in nodes if (node.get("metadata") or {}).get("name") not in batch_nodes]
 
 
+def replacement_nodes(nodes: list[dict], batch_nodes: list[str], surge: int) -> list[dict]:
+    """With replacement first, the Nodes of the replacements that stand beside the batch's (``surge`` of them at a
+    time): each assumed like the Node it replaces - its MachineSet's template - Ready, schedulable, its labels and
+    taints and allocatable, no Pod yet; named ``<node> (replacement)``."""
+    by_name = {(node.get("metadata") or {}).get("name"): node for node in nodes}
+    made = []
+    for name in [name for name in batch_nodes if name in by_name][: max(0, surge)]:
+        node = by_name[name]
+        labels = {key: value for key, value in ((node.get("metadata") or {}).get("labels") or {}).items() if key != "kubernetes.io/hostname"}
+        spec = {"taints": [taint for taint in (node.get("spec") or {}).get("taints") or [] if not taint.get("key", "").startswith("node.kubernetes.io/")]}
+        status = {"allocatable": dict((node.get("status") or {}).get("allocatable") or {}), "conditions": [{"type": "Ready", "status": "True"}]}
+        made.append({"metadata": {"name": f"{name} (replacement)", "labels": labels}, "spec": spec, "status": status})
+    return made
+
+
 # ---------------------------------------------------------------------------
 # The Pods to evict
 
@@ -553,7 +568,7 @@ def suggested_order(keys: list[str], findings: list[Finding], used_up: dict[str,
     return sorted(keys, key=lambda key: (key in hopeless, used_up.get(key, 0)))
 
 
-def batch_findings(facts: dict, concurrency: int) -> dict:
+def batch_findings(facts: dict, concurrency: int, surge: int = 0) -> dict:
     """What the batch does to itself, from what the check-mode run read (``facts``):
 
     ``machines``: one entry per Machine whose drain was previewed - ``key``, ``cluster`` (where its Node
@@ -581,12 +596,18 @@ def batch_findings(facts: dict, concurrency: int) -> dict:
     findings: list[Finding] = []
     shares: dict[str, list[int]] = {}
     used_up: dict[str, int] = {}
+    surged: dict[str, list[str]] = {}
     unready: list[dict] = []
     for cluster in sorted({pod.cluster for pod in pods}):
         here = [pod for pod in pods if pod.cluster == cluster]
         known = clusters.get(cluster) or {}
         nodes = known.get("nodes")
         outside = _outside(nodes, batch_nodes.get(cluster, set())) if nodes is not None else []
+        if nodes is not None and surge:
+            order = [machine["node"] for machine in machines if (machine.get("cluster") or "") == cluster]
+            added = replacement_nodes(nodes, order, surge)
+            outside += added
+            surged.setdefault(cluster or "the cluster", []).extend(node["metadata"]["name"] for node in added)
         shorts: list[dict] = []
         if nodes is not None:
             for pod in here:
@@ -618,6 +639,7 @@ def batch_findings(facts: dict, concurrency: int) -> dict:
         "suggested_concurrency": suggested_concurrency(shares, len(machines)),
         "suggested_order": suggested_order([machine["key"] for machine in machines], findings, used_up),
         "counted": sorted(machine["key"] for machine in machines),
+        **({"replacement_nodes": surged} if surge else {}),
         "unready_pods": sorted(unready, key=lambda answer: answer["pod"]),
         "not_counted": {cluster or "the cluster": list(known["errors"]) for cluster, known in sorted(clusters.items()) if known.get("errors")},
     }

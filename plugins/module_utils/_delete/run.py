@@ -8,7 +8,9 @@ one, as the Machine controllers reconcile them side by side.
 Each Machine's share is a :class:`MachineDeletion` (a round: read it, mark it,
 drain, terminate); a live controller's deletion is followed by
 :class:`ControllerFollow`, and a step that could not finish in its turn is
-waited for and tried again by :class:`Again`. The stall policy (``_drain/stall_policy.py``)
+waited for and tried again by :class:`Again`; the Machine's place in its pool
+(``replacement``: the surge, the scale-down, the owner's record) is :class:`PoolPlace`'s,
+which leans on ``_replace/run.py``. The stall policy (``_drain/stall_policy.py``)
 is the drain's and the follow's alike."""
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from concurrent.futures import ThreadPoolExecutor
 from ansible_collections.lifecycle.machine.plugins.module_utils._delete.api import read_batch
 from ansible_collections.lifecycle.machine.plugins.module_utils._delete.followed import judge_reported_budgets
 from ansible_collections.lifecycle.machine.plugins.module_utils._delete.logic import (
+    AFTER,
     AWAITING_INSTANCE,
     DONE,
     DRAIN,
@@ -88,6 +91,8 @@ from ansible_collections.lifecycle.machine.plugins.module_utils._machine.pause i
 from ansible_collections.lifecycle.machine.plugins.module_utils._machine.scope import MachineScope
 from ansible_collections.lifecycle.machine.plugins.module_utils._machine.waits import actor_of, follow_controller, followed_blockers, read_refused_pods
 from ansible_collections.lifecycle.machine.plugins.module_utils._mark.run import mark
+from ansible_collections.lifecycle.machine.plugins.module_utils._replace.logic import FIRST
+from ansible_collections.lifecycle.machine.plugins.module_utils._replace.run import ReplacementPlan, ReplaceSettings, Replacing
 from ansible_collections.lifecycle.machine.plugins.module_utils._terminate.api import put_out_of_service
 from ansible_collections.lifecycle.machine.plugins.module_utils._terminate.logic import NODE_DELETION_FAILED, STEP_NODE
 from ansible_collections.lifecycle.machine.plugins.module_utils._terminate.out_of_service import SETTLED
@@ -102,7 +107,17 @@ class MachineDeletion:
     """One Machine's share of the task: mark it, drain, terminate, within its
     time budgets and the task's progress interval."""
 
-    def __init__(self, api: KubeApi, request: DeleteRequest, machine: dict, *, clock: dict, slice_end: float | None, feeds: MachineFeeds | None = None):
+    def __init__(
+        self,
+        api: KubeApi,
+        request: DeleteRequest,
+        machine: dict,
+        *,
+        clock: dict,
+        slice_end: float | None,
+        feeds: MachineFeeds | None = None,
+        replacing: Replacing | None = None,
+    ):
         self.api = api
         # The task's watch-fed Machines: after this call's one read of the Machine, it is read from there.
         self.feeds = feeds
@@ -120,6 +135,8 @@ class MachineDeletion:
         self.preview: dict | None = None
         # What its controllers leave alone, left alone (paused, another API authoritative, migrating).
         self.left_alone = LeftAlone(self)
+        # Its place in its pool: what comes before its deletion request and after it is gone (``replacement``).
+        self.place = PoolPlace(self, replacing) if replacing is not None else None
 
     @property
     def key(self) -> str:
@@ -132,6 +149,8 @@ class MachineDeletion:
 
     def run(self) -> Outcome:
         outcome = self.outcome
+        if self.place is not None:
+            self.place.begin()
         try:
             while True:
                 self.again.pending = None
@@ -155,6 +174,8 @@ class MachineDeletion:
             outcome.status, outcome.message = FAILED, f"Kubernetes API error: {exc.describe()}"
         except MachineError as exc:
             outcome.status, outcome.message = FAILED, exc.msg
+        if self.place is not None:
+            self.place.end()
         return outcome
 
     def vet(self, machine: dict) -> None:
@@ -176,8 +197,8 @@ class MachineDeletion:
         flavour's finalizer) unless it is already, and who carries the deletion out decided
         once; None when this call ends here (gone, or still undecided: the outcome says why)."""
         request, outcome = self.request, self.outcome
-        machine = self.read()
-        if machine is not None and self.left_alone.now(machine):
+        go_on, machine = self.before_request(self.read())
+        if not go_on:
             return None
         if machine is not None:
             machine = self.mark(machine)
@@ -200,6 +221,17 @@ class MachineDeletion:
         scope.seen(current)
         scope.gone = current is None  # it went while its controller was looked for: followed, it is done
         return scope
+
+    def before_request(self, machine: dict | None) -> tuple[bool, dict | None]:
+        """What comes before the deletion request this round: what its controllers leave alone is left alone, then
+        its place in its pool (``replacement``, once per call). (Whether this round goes on, the Machine after.)"""
+        if machine is None:
+            return True, None
+        if self.left_alone.now(machine):
+            return False, machine
+        if self.place is not None and not self.place.prepared:
+            return self.place.prepare(machine)
+        return True, machine
 
     def read(self) -> dict | None:
         """The Machine now, from the task's feed (listed once per namespace, then watched), on the
@@ -541,6 +573,69 @@ class ControllerFollow:
         return judged
 
 
+class PoolPlace:
+    """What becomes of the Machine's place in its pool (``replacement``; the steps are ``_replace/run.py``'s
+    :class:`Replacing`): before the deletion request, once per call, the surge and the wait for the replacement, or
+    the owner's replicas lowered with the delete annotation (which ends in the deletion request, ``deletion.mark``);
+    when the call ends, the owner's record tidied once the Machine is gone, or the roll stopped when it failed."""
+
+    def __init__(self, deletion: MachineDeletion, replacing: Replacing):
+        self.deletion, self.replacing, self.outcome = deletion, replacing, deletion.outcome
+        # Whether this call is past the replacement's steps (they come once, before the deletion request).
+        self.prepared = False
+
+    def begin(self) -> None:
+        self.replacing.begin()
+
+    def prepare(self, machine: dict) -> tuple[bool, dict | None]:
+        """(whether the deletion goes on in this call, the Machine after the steps)."""
+        go_on, machine = self.replacing.prepare(machine, self.deletion.mark, self.deletion.slice_end)
+        state = self.replacing.state
+        self.outcome.replacement = state.as_dict()
+        self.outcome.changed |= state.changed
+        if not go_on:
+            self.outcome.status, self.outcome.step, self.outcome.message = IN_PROGRESS, "replace", state.message[:1].upper() + state.message[1:]
+            return False, machine
+        self.prepared = True
+        return True, machine
+
+    def end(self) -> None:
+        """Once this call's share of the Machine ends: the owner's record tidied when it is gone; a failure stops the roll."""
+        replacing, outcome = self.replacing, self.outcome
+        if outcome.status == DONE and not self.deletion.request.check_mode:
+            try:
+                replacing.gone()
+            except (ApiError, MachineError) as exc:
+                # The Machine is gone all the same; the next run on its owner tidies the record.
+                replacing.state.message = f"the owner's record was not tidied: {getattr(exc, 'msg', None) or exc}"
+        elif outcome.status == FAILED:
+            replacing.failed()
+        replacing.end()
+        outcome.replacement = replacing.state.as_dict()
+
+
+def surge(request: DeleteRequest) -> int:
+    """How many replacements stand beside the Machines being deleted at a time (replacement first), for the preflight's room."""
+    return min(request.concurrency, len(request.machines)) if request.replacement == FIRST else 0
+
+
+def replacement_plan(api: KubeApi, request: DeleteRequest) -> ReplacementPlan:
+    """The task's replacements (``replacement``): with none or first, every Machine and its owner read once and every
+    refusal made, before any Machine is touched (_replace/run.py)."""
+    settings = ReplaceSettings(
+        mode=request.replacement,
+        timeout=request.replacement_timeout,
+        concurrency=request.concurrency,
+        check_mode=request.check_mode,
+        wait_sleep=request.wait_sleep,
+        workload=request.workload,
+    )
+    plan = ReplacementPlan(api, settings, list(request.machines))
+    if request.replacement != AFTER:
+        plan.read()
+    return plan
+
+
 def previews(deletions: list[MachineDeletion]) -> list[tuple[str, dict | None, dict | None]]:
     """(key, the Machine as last read, its drain preview) of each Machine, for the preflight (check mode)."""
     return [(deletion.key, deletion.last, deletion.preview) for deletion in deletions]
@@ -559,13 +654,21 @@ def delete_machines(api: KubeApi, request: DeleteRequest) -> dict:
     slice_end = started + request.progress_interval if request.progress_interval and not request.check_mode else None
     clock = {key: dict(phases) for key, phases in request.clock.items()}
     # The run keeps caches of what its Machines all read (_k8s/cache.py), and the task's Machines and Clusters.
+    plan = replacement_plan(api, request)
     api.keep_caches()
     feeds = MachineFeeds(api, request.machines)
-    deletions = [MachineDeletion(api.fork(), request, machine, clock=clock, slice_end=slice_end, feeds=feeds) for machine in request.machines]
+    deletions = []
+    for machine in request.machines:
+        fork = api.fork()
+        replacing = Replacing(fork, plan, machine_key(machine), clock)
+        deletions.append(MachineDeletion(fork, request, machine, clock=clock, slice_end=slice_end, feeds=feeds, replacing=replacing))
     try:
+        # The Machines already under way first: with replacement none or first, the others wait for their slot.
+        order = sorted(deletions, key=lambda deletion: not plan.started(deletion.key))
         if deletions:
             with ThreadPoolExecutor(max_workers=max(1, min(request.concurrency, len(deletions)))) as pool:
-                outcomes = list(pool.map(lambda deletion: deletion.run(), deletions))
+                done = dict(zip((deletion.key for deletion in order), pool.map(lambda deletion: deletion.run(), order), strict=True))
+            outcomes = [done[deletion.key] for deletion in deletions]
         else:
             outcomes = []
     finally:
@@ -577,7 +680,7 @@ def delete_machines(api: KubeApi, request: DeleteRequest) -> dict:
         if outcome.status == DONE and not request.check_mode and outcome.key in clock:
             start_phase(clock, outcome.key, DONE, now)  # when it finished, for the phases' figures
     by_status = {status: [outcome.as_dict() for outcome in outcomes if outcome.status == status] for status in (AWAITING_INSTANCE, FAILED)}
-    answer = preflight(outcomes, read_batch(api, request.workload, previews(deletions)), request.concurrency) if request.check_mode else None
+    answer = preflight(outcomes, read_batch(api, request.workload, previews(deletions)), request.concurrency, surge(request)) if request.check_mode else None
     known = {outcome.key for outcome in outcomes}
     return {
         "changed": any(outcome.changed for outcome in outcomes),

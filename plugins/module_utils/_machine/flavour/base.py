@@ -23,6 +23,7 @@ from ansible_collections.lifecycle.machine.plugins.module_utils._machine.conditi
     set_metav1_condition,
     set_v1beta1_condition,
 )
+from ansible_collections.lifecycle.machine.plugins.module_utils._machine.flavour.owners import OwnerTraits
 
 OPENSHIFT = "openshift"
 CLUSTERAPI = "clusterapi"
@@ -126,8 +127,8 @@ def is_deleting(machine: dict) -> bool:
     return bool(meta_of(machine).get("deletionTimestamp"))
 
 
-class Flavour:
-    """What both flavours share; subclasses say where things live."""
+class Flavour(OwnerTraits):
+    """What both flavours share; subclasses say where things live (what their MachineSets do: :class:`OwnerTraits`)."""
 
     name = ""
     group = ""
