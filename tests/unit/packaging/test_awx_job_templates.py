@@ -149,6 +149,16 @@ def test_survey_defaults_are_the_playbook_defaults(template: dict) -> None:
         assert value == defaults[question["variable"]], question["variable"]
 
 
+@pytest.mark.parametrize("template", TEMPLATES, ids=_ids(TEMPLATES))
+def test_no_question_with_a_default_is_required(template: dict) -> None:
+    """AWX refuses a launch that leaves out a required question even when the question has a
+    default (HTTP 400, variables_needed_to_start), so a launch through the API, a schedule or a
+    rulebook naming only the Machine would fail: every question is optional and its default, the
+    playbook's own, applies."""
+    required = [q["variable"] for q in _survey(template)["spec"] if q.get("required")]
+    assert not required, f"{template['survey']}: required questions {required}"
+
+
 def _docs_survey_tables() -> dict[str, list[dict]]:
     """docs/awx.md's survey tables, by the bold title above each (``**delete machine**``): one dict per row."""
     section = (REPO / "docs" / "awx.md").read_text().split("## 5. The surveys", 1)[1].split("\n## ", 1)[0]
