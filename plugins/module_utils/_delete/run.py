@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 
 from ansible_collections.lifecycle.machine.plugins.module_utils._delete.api import read_batch
 from ansible_collections.lifecycle.machine.plugins.module_utils._delete.followed import judge_reported_budgets
@@ -467,12 +466,11 @@ def delete_machines(api: KubeApi, request: DeleteRequest) -> dict:
     api.keep_caches()
     feeds = MachineFeeds(api, request.machines)
     deletions = [MachineDeletion(api.fork(), request, machine, clock=clock, slice_end=slice_end, feeds=feeds) for machine in request.machines]
+    # At most `concurrency` Machines at once, fewer while the API server's answers say it is not keeping up
+    # (_k8s/flow.py): asking for more than the server can take never makes the task slower or bigger.
+    flow = api.flow_control(max(1, min(request.concurrency, len(deletions))))
     try:
-        if deletions:
-            with ThreadPoolExecutor(max_workers=max(1, min(request.concurrency, len(deletions)))) as pool:
-                outcomes = list(pool.map(lambda deletion: deletion.run(), deletions))
-        else:
-            outcomes = []
+        outcomes = flow.run_all(deletions, lambda deletion: deletion.run(), cancelled=lambda: api.cancelled)
     finally:
         feeds.stop()
         api.stop_caches()

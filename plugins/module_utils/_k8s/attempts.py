@@ -194,3 +194,10 @@ def budget_refusal(data: Any) -> bool:
     text = (data.decode("utf-8", "replace") if isinstance(data, bytes) else str(data or "")).lower()
     return "disruption budget" in text or "disruptionbudget" in text
 
+
+def overloaded(failure: Failure, data: Any) -> bool:
+    """Whether a failed attempt says the server is not keeping up: throttled (429, but a PodDisruptionBudget's
+    refusal of an eviction), unavailable or timing out (503, 504), or no answer within the read timeout."""
+    if failure.status == THROTTLED:
+        return not budget_refusal(data)
+    return failure.status in (503, 504) or (failure.status == 0 and failure.reason.startswith("no answer from") and "read timeout" in failure.reason)
