@@ -555,6 +555,20 @@ def cleanup(kube: KubeApi, layouts: list[Layout]) -> None:
         kube.delete(f"/api/v1/namespaces/{IDENTITY_NAMESPACE}")
 
 
+def plan(args: argparse.Namespace) -> list[tuple[int, int, int]]:
+    """(Machines, Clusters, concurrency) of each run. One concurrency and one layout: each size once, the largest
+    spread over the Clusters, the others in one; several: every size at every concurrency in every layout."""
+    if len(args.concurrencies) == 1 and len(args.layouts) == 1:
+        largest = max(args.sizes)
+        return [(size, args.layouts[0] if size == largest and size > 1 else 1, max(1, min(size, args.concurrencies[0]))) for size in args.sizes]
+    runs = []
+    for size in args.sizes:
+        for clusters in args.layouts:
+            for concurrency in args.concurrencies:
+                runs.append((size, min(size, clusters), max(1, min(size, concurrency))))
+    return list(dict.fromkeys(runs))
+
+
 def benchmark(kubeconfig: str, args: argparse.Namespace, state_pids: dict, own_plane: bool) -> int:
     kube = api_from_kubeconfig(kubeconfig, user_agent=SETUP_USER_AGENT)
     cluster_tool.set_capi_generation(cluster_tool.state_from_kubeconfig(Path(kubeconfig)), "v1beta2")
@@ -570,11 +584,9 @@ def benchmark(kubeconfig: str, args: argparse.Namespace, state_pids: dict, own_p
             collection_kubeconfig.write_text(
                 cluster_tool.service_account_kubeconfig(kubeconfig, IDENTITY_NAME, IDENTITY_NAMESPACE, expiration_seconds=12 * 3600)
             )
-            for size in args.sizes:
-                spread = size == max(args.sizes) and size > 1
-                layout = layout_for(f"r{size}-{suffix}", size, args.clusters if spread else 1, args.namespaces if spread else 1)
+            for size, clusters, concurrency in plan(args):
+                layout = layout_for(f"r{size}-c{concurrency}-k{clusters}-{suffix}", size, clusters, args.namespaces if clusters > 1 else 1)
                 layouts.append(layout)
-                concurrency = max(1, min(size, args.concurrency))
                 rows.append(
                     measure(
                         kube,
@@ -599,8 +611,14 @@ def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--kubeconfig", help="a running control plane (default: start a private one)")
     parser.add_argument("--sizes", default="1,20,100", help="the numbers of Machines, one run each (default 1,20,100; the fleet: 1,20,100,1000)")
-    parser.add_argument("--concurrency", type=int, default=100, help="the most Machines deleted side by side (delete_machine_concurrency): min(size, this)")
-    parser.add_argument("--clusters", type=int, default=10, help="Cluster objects the largest size is spread over (default 10)")
+    parser.add_argument(
+        "--concurrency",
+        default="100",
+        help="the most Machines deleted side by side (delete_machine_concurrency): min(size, this); several (10,100,1000): each size at each",
+    )
+    parser.add_argument(
+        "--clusters", default="10", help="Cluster objects the largest size is spread over (default 10); several (1,10): each size in each layout"
+    )
     parser.add_argument("--namespaces", type=int, default=5, help="namespaces those Clusters are in (default 5)")
     parser.add_argument("--worktree", action="store_true", help="measure the checkout as it is, not HEAD as committed")
     parser.add_argument("--keep", action="store_true", help="keep the private control plane's directory (its audit log) once stopped")
@@ -610,8 +628,13 @@ def main(argv: list[str]) -> int:
         args.sizes = sorted({int(size) for size in (f"1,{args.machines}" if args.machines else args.sizes).split(",") if size.strip()})
     except ValueError:
         args.sizes = []
-    if not args.sizes or args.sizes[0] < 1 or args.concurrency < 1:
-        parser.error("--sizes takes positive numbers and --concurrency at least 1")
+    try:
+        args.concurrencies = [int(value) for value in str(args.concurrency).split(",") if value.strip()]
+        args.layouts = [int(value) for value in str(args.clusters).split(",") if value.strip()]
+    except ValueError:
+        args.concurrencies = args.layouts = []
+    if not args.sizes or args.sizes[0] < 1 or not args.concurrencies or min(args.concurrencies) < 1 or not args.layouts or min(args.layouts) < 1:
+        parser.error("--sizes, --concurrency and --clusters take positive numbers")
     cluster_tool.restore_sigint()
     if args.kubeconfig:
         return benchmark(str(Path(args.kubeconfig).resolve()), args, {}, own_plane=False)
