@@ -1,8 +1,8 @@
 """Start and stop a real AWX beside the local control plane, for the tests that run the
 collection's AWX recipes (tests/integration/awx/) and for trying them by hand.
 
-AWX is built from the source tarballs of ``../shared/awx/`` (or ``$LIFECYCLE_MACHINE_AWX_SOURCES``)
-and the package registries: a Python 3.11 virtualenv with AWX's pinned requirements from PyPI,
+AWX is built from the source tarballs of ``$LIFECYCLE_MACHINE_AWX_SOURCES`` (by default
+``shared/awx`` in the folder that holds the checkout) and the package registries: a Python 3.11 virtualenv with AWX's pinned requirements from PyPI,
 receptor from the Go module proxy, PostgreSQL and Redis from Debian (run as plain processes in
 the state folder), and jobs run by Debian's podman in the collection's execution environment (EE),
 an image built from a Debian root file system without any registry. Everything built is cached
@@ -687,7 +687,7 @@ def status(home: Path = DEFAULT_DIR) -> int:
 
 
 def main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n", maxsplit=1)[0])
     parser.add_argument("command", choices=("build", "up", "down", "status", "ee"))
     parser.add_argument("--dir", default=str(DEFAULT_DIR), help="state folder (default .awx)")
     parser.add_argument(

@@ -8,7 +8,10 @@ import copy
 import os
 import sys
 
-from awx.settings.defaults import *  # noqa: F403 - AWX's settings are a module of constants
+from awx.settings import defaults as _defaults
+
+# AWX's defaults, every public name of them, as AWX's own settings files take them.
+globals().update({_name: _value for _name, _value in vars(_defaults).items() if not _name.startswith("_")})
 
 _HOME = os.environ["LM_AWX_HOME"]
 _RUN = os.environ["LM_AWX_RUN"]  # the sockets: PostgreSQL, Redis
@@ -66,8 +69,9 @@ AWX_ISOLATION_SHOW_PATHS = [os.environ["LM_AWX_PROJECT_ROOT"]]
 
 # Logs to files of the state folder's logs/ (hack/awx.py starts every process with
 # its output there), at INFO, nothing to syslog.
-LOGGING["handlers"]["console"]["level"] = "INFO"  # noqa: F405
-for _handler in LOGGING["handlers"].values():  # noqa: F405 - AWX named the files under its own LOG_ROOT
+_LOGGING = _defaults.LOGGING
+_LOGGING["handlers"]["console"]["level"] = "INFO"
+for _handler in _LOGGING["handlers"].values():  # AWX named the files under its own LOG_ROOT
     if "filename" in _handler:
         _handler["filename"] = os.path.join(LOG_ROOT, os.path.basename(_handler["filename"]))
 

@@ -15,6 +15,7 @@ import time
 import pytest
 import yaml
 from awxserver import SA_USER, audit_sa_refusals, secrets_in
+from conftest import REPO
 from khelpers import wait_for
 from test_cancel import evictions_after
 from test_delete_machine import PROVIDER_TASKS, assert_all_gone
@@ -56,7 +57,7 @@ def survey_answers(v, **more) -> dict:
     if v.flavour == "openshift":
         # The simulated cloud's task file, in the project (the repository's hack/demo), given
         # relative to the playbook's directory as a user would.
-        answers["provider_tasks"] = f"../{PROVIDER_TASKS.relative_to(PROVIDER_TASKS.parents[2])}"
+        answers["provider_tasks"] = f"../{PROVIDER_TASKS.relative_to(REPO)}"
     return answers
 
 
@@ -97,6 +98,16 @@ def test_delete_machine_job_template_through_its_gates(*, flavour, kube, victim,
     assert "Drain not completed yet" in stdout or "evict" in stdout.lower(), stdout[-3000:]
     metrics = job["artifacts"]["lifecycle_machine_metrics"]
     assert metrics, job["artifacts"]
+    # The EE as AWX ran it: the project in /runner/project, the EE's Python 3.11 and its
+    # ansible-core, the credential as K8S_AUTH_* with the CA in a file of the job's private
+    # data dir and the token hidden from the job's recorded environment.
+    assert "/runner/project/playbooks/delete_machine.yml" in stdout
+    assert "python version = 3.11" in stdout
+    env = job["job_env"]
+    assert env["K8S_AUTH_HOST"] == awx_configured["host"]
+    assert env["K8S_AUTH_VERIFY_SSL"] == "True"
+    assert env["K8S_AUTH_SSL_CA_CERT"].startswith("/runner/env/")
+    assert env["K8S_AUTH_API_KEY"] != awx_configured["token"]
     events = awx.events(job["id"])
     assert len(events) > 10
     leaked = secrets_in(stdout + "\n".join(str(e) for e in events), awx_configured["token"])
@@ -157,7 +168,7 @@ def test_inventory_source_lists_the_machines_and_a_job_sliced_in_two_deletes_the
     capi_cluster(namespace)
     pool = f"slice-{namespace[-6:]}"
     names = []
-    for _ in range(4):
+    for _index in range(4):
         machine = make_machine(namespace, node=make_node(), labels={"cluster.x-k8s.io/set-name": pool})
         names.append(machine["metadata"]["name"])
     inventory = awx.named("inventories", "lifecycle.machine Machines")
@@ -355,6 +366,7 @@ def test_preflight_workflow_stops_when_a_machine_can_never_finish(*, flavour, ku
 # -- configuration as code, and the workload kubeconfig credential -----------------------
 
 
+@pytest.mark.awx_extended
 def test_configure_awx_is_idempotent(awx_configured) -> None:
     """configure_awx.yml run again with the same variables changes nothing but two things awx.awx
     always reports: the credential's token (AWX never shows a secret back, so it is written again,
@@ -373,6 +385,7 @@ def test_configure_awx_is_idempotent(awx_configured) -> None:
     assert secrets_in(again.stdout + again.stderr, awx_configured["token"]) == []
 
 
+@pytest.mark.awx_extended
 @pytest.mark.parametrize("flavour", ["v1beta2"], indirect=True)
 def test_workload_kubeconfig_credential_reaches_the_job_as_a_file(*, flavour, kube, victim, awx, awx_configured, self_hosted_kubeconfig, audit_events) -> None:
     """The custom credential type's injectors as AWX renders them: its kubeconfig becomes a file in
@@ -398,6 +411,7 @@ def test_workload_kubeconfig_credential_reaches_the_job_as_a_file(*, flavour, ku
 # -- drain node and teardown cluster ----------------------------------------------------
 
 
+@pytest.mark.awx_extended
 def test_drain_node_job_template(kube, namespace, make_node, awx) -> None:
     """drain_node.yml: the survey's Node is cordoned and drained by the job, its progress in the output."""
     from khelpers import deployment  # noqa: PLC0415
@@ -412,6 +426,7 @@ def test_drain_node_job_template(kube, namespace, make_node, awx) -> None:
     assert job["status"] == "successful"
 
 
+@pytest.mark.awx_extended
 def test_teardown_cluster_job_template_names_the_holder_when_it_proceeds(kube, namespace, awx) -> None:
     from test_cluster_alive import alive_path, create_alive  # noqa: PLC0415
 
@@ -431,48 +446,7 @@ def test_teardown_cluster_job_template_names_the_holder_when_it_proceeds(kube, n
 # -- the execution environment as AWX runs it, and an identity without the shipped roles -----
 
 
-def test_the_execution_environment_as_awx_runs_it(awx, awx_configured) -> None:
-    """An ad hoc command through AWX, in the EE with the Kubernetes credential: the user, the
-    working directory, the network (the host's: the loopback API server answers), the collection,
-    kubernetes.core and the Python client the jobs get, and the credential as K8S_AUTH_* variables
-    whose values never reach the output."""
-    inventory = awx.named("inventories", "lifecycle.machine")
-    credential = awx.named("credentials", "lifecycle.machine Kubernetes")
-    script = (
-        "id -u; pwd; python3 --version; "
-        "python3 -c 'import kubernetes; print(\"kubernetes\", kubernetes.__version__)'; "
-        "ansible-galaxy collection list 2>/dev/null | grep -E '^(kubernetes.core|lifecycle.machine) '; "
-        'env | grep -o "^K8S_AUTH_[A-Z_]*" | sort; '
-        'python3 -c "import os,ssl,urllib.request; '
-        "c=ssl.create_default_context(cafile=os.environ['K8S_AUTH_SSL_CA_CERT']); "
-        "print('readyz', urllib.request.urlopen(os.environ['K8S_AUTH_HOST'] + '/readyz', context=c).status)\""
-    )
-    launched = awx.post(
-        "ad_hoc_commands/",
-        {"inventory": inventory["id"], "credential": credential["id"], "module_name": "ansible.builtin.shell", "module_args": script, "limit": "localhost"},
-        expect=(201,),
-    )
-    command = awx.wait(launched["id"], kind="ad_hoc_commands", timeout=300)
-    text = awx.stdout(command["id"], "ad_hoc_commands")
-    assert command["status"] == "successful", text
-    assert command["execution_environment"], command
-    for expected in (
-        "\n0\n",
-        "/runner",
-        "Python 3.11",
-        "kubernetes ",
-        "kubernetes.core ",
-        "lifecycle.machine ",
-        "K8S_AUTH_API_KEY",
-        "K8S_AUTH_HOST",
-        "K8S_AUTH_SSL_CA_CERT",
-        "K8S_AUTH_VERIFY_SSL",
-        "readyz 200",
-    ):
-        assert expected in text, (expected, text)
-    assert secrets_in(text, awx_configured["token"]) == []
-
-
+@pytest.mark.awx_extended
 def test_a_token_without_the_shipped_roles_is_refused_and_changes_nothing(kube, namespace, awx, awx_configured) -> None:
     """The RBAC is real: the same job with a token of a ServiceAccount the roles are not bound to
     fails, naming the identity and what it may not do, and changes nothing."""
@@ -497,3 +471,19 @@ def test_a_token_without_the_shipped_roles_is_refused_and_changes_nothing(kube, 
     assert "forbidden" in text.lower()
     assert f"system:serviceaccount:{SA_NAMESPACE}:nobody" in text
     assert not left["metadata"].get("deletionTimestamp")
+
+
+@pytest.mark.awx_extended
+def test_without_ca_data_awx_turns_verification_off(kube, namespace, awx, awx_configured) -> None:
+    """The bearer token credential without "Certificate Authority data": AWX injects
+    K8S_AUTH_VERIFY_SSL=False and no CA file, even with "Verify SSL" on (what configure_awx.yml
+    warns of); the job then talks to the API server unverified."""
+    credential = awx.named("credentials", "lifecycle.machine Kubernetes")
+    inputs = {"host": awx_configured["host"], "bearer_token": awx_configured["token"], "verify_ssl": True}
+    awx.request("PATCH", f"credentials/{credential['id']}/", {"inputs": inputs})
+    try:
+        job = awx.wait(awx.launch("lifecycle.machine - teardown cluster", {"alive_namespace": namespace, "wait_timeout": 3})["job"])
+    finally:
+        awx.request("PATCH", f"credentials/{credential['id']}/", {"inputs": {**inputs, "ssl_ca_cert": awx_configured["ca"]}})
+    assert job["job_env"]["K8S_AUTH_VERIFY_SSL"] == "False"
+    assert "K8S_AUTH_SSL_CA_CERT" not in job["job_env"]
