@@ -25,7 +25,7 @@ import datetime as _dt
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 
-from ansible_collections.lifecycle.machine.plugins.module_utils._drain.budgets import budget_groups, dry_run_allowance, ready
+from ansible_collections.lifecycle.machine.plugins.module_utils._drain.budgets import BudgetChain, budget_groups
 from ansible_collections.lifecycle.machine.plugins.module_utils._drain.escalations import (
     Escalation,
     check_rule_names,
@@ -255,9 +255,10 @@ def evict_pods(
     budget refuses, its remaining Ready Pods are recorded as refused with the
     same message without asking again in this pass. In a dry run, Ready Pods
     beyond what a budget allows now are refused as the server would refuse them
-    (see :func:`dry_run_allowance`). With ``predict`` (``budgets`` kept current
-    by a watch) a real drain does the same instead of sending evictions the
-    budget is known to refuse: the watch wakes the drain when it allows more.
+    (see :func:`dry_run_allowance`). With ``predict`` (``budgets`` read for this
+    pass or kept current by a watch) a real drain does the same instead of
+    sending evictions the budget is known to refuse: the watch wakes the drain
+    when it allows more (:class:`BudgetChain`).
     """
     outcome = EvictionOutcome()
     if not pods:
@@ -266,27 +267,14 @@ def evict_pods(
 
     def chain(group: list[dict]) -> list[tuple[str, str | None, bool]]:
         results = []
-        refusal = None
-        known = (dry_run or predict) and not disable_eviction and (len(group) > 1 or predict)
-        allowance = dry_run_allowance(group, budgets or []) if known else None
+        budget = BudgetChain(group, [] if disable_eviction else budgets or [], predict=predict, dry_run=dry_run)
         for pod in group:
-            if refusal is not None and ready(pod):
-                results.append((pod_key(pod), refusal, False))
-                continue
-            if predict and allowance is not None and allowance[0] <= 0 and ready(pod):
-                refusal = allowance[1]
+            refusal = budget.refused(pod)
+            if refusal is not None:
                 results.append((pod_key(pod), refusal, False))
                 continue
             failure, gone, status = _evict(api, pod, grace_period=grace_period, disable_eviction=disable_eviction, dry_run=dry_run)
-            if allowance is not None and status == 200 and ready(pod):
-                allowed, budget_refusal = allowance
-                if allowed > 0:
-                    allowance = (allowed - 1, budget_refusal)
-                else:
-                    failure, status = budget_refusal, 429
-            if status == 429 and len(group) > 1:
-                refusal = failure
-            results.append((pod_key(pod), failure, gone))
+            results.append((pod_key(pod), budget.answered(pod, failure, status), gone))
         return results
 
     with ThreadPoolExecutor(max_workers=min(EVICTION_WORKERS, len(groups))) as pool:
@@ -334,7 +322,9 @@ def _evict_batch(
         disable_eviction=disable_eviction,
         dry_run=not act,
         budgets=budgets,
-        predict=watched_budgets is not None,
+        # Budgets kept current by a watch, or read for this very pass (the first, listed): a real drain stops each
+        # group where its budget's allowance runs out, so that no group's long chain holds the others' retries.
+        predict=watched_budgets is not None or (act and bool(budgets)),
     )
     if escalated:
         deleted = evict_pods(api, [pod for pod in to_evict if pod_key(pod) in escalated], grace_period=grace_period, disable_eviction=True, dry_run=not act)
