@@ -22,7 +22,7 @@ help:
 	@echo "make cluster-down  stop both"
 	@echo "make controllers   build the real Cluster API and OpenShift machine controllers (cached; minutes when cold)"
 	@echo "make conformance   every test beside the real controllers (make test runs a fixed subset; docs/controllers.md)"
-	@echo "make awx-up        start a real AWX (built from ../shared/awx and the registries, cached), its execution"
+	@echo "make awx-up        start a real AWX (built from AWX sources and the registries, cached), its execution"
 	@echo "                   environment holding HEAD's collection; what a script needs is in .awx/admin.json"
 	@echo "make awx-down      stop it"
 
@@ -87,8 +87,8 @@ WORKERS ?= 2
 integration: venv tools controllers
 	LIFECYCLE_MACHINE_REAL_CONTROLLERS=1 $(BIN)/pytest -q -p no:cacheprovider -m "not awx" $(if $(filter-out 1,$(WORKERS)),-n $(WORKERS)) tests/integration
 
-# A real AWX (hack/awx.py): built from the source tarballs in ../shared/awx (or
-# LIFECYCLE_MACHINE_AWX_SOURCES) and the package registries, cached outside the
+# A real AWX (hack/awx.py): built from AWX's source tarballs (LIFECYCLE_MACHINE_AWX_SOURCES,
+# by default shared/awx beside the checkout) and the package registries, cached outside the
 # repository keyed on the AWX commit (about 15 minutes cold on 2 cores, seconds after).
 # `up` is idempotent, and rebuilds the execution environment from HEAD: commit first.
 awx-up: venv

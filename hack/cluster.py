@@ -229,17 +229,28 @@ def _free_port() -> int:
                 return port
 
 
-def build_tools() -> Path:
-    """Build (or reuse from the cache) the binaries; return their directory.
+def _cached_script(script: str) -> Path:
+    """Run a hack/ script that builds or fetches into the shared cache and prints its directory last.
 
     Sessions started together (pytest-xdist workers, molecule beside a test run)
-    take turns: build-tools.sh rewrites the links in the shared cache."""
+    take turns: the scripts rewrite what they keep in the shared cache."""
     lock_dir = Path(os.environ.get("LIFECYCLE_MACHINE_CACHE") or Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "lifecycle-machine")
     lock_dir.mkdir(parents=True, exist_ok=True)
     with open(lock_dir / "build.lock", "w", encoding="utf-8") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        result = subprocess.run(["bash", str(HACK / "build-tools.sh")], check=True, stdout=subprocess.PIPE, text=True)
+        result = subprocess.run(["bash", str(HACK / script)], check=True, stdout=subprocess.PIPE, text=True)
     return Path(result.stdout.strip().splitlines()[-1])
+
+
+def build_tools() -> Path:
+    """Build (or reuse from the cache) the binaries; return their directory."""
+    return _cached_script("build-tools.sh")
+
+
+def fetched_crds() -> Path:
+    """The directory of the CRDs of the pinned releases the control plane serves besides hack/crds
+    (Cluster API's MachineSet and MachineDeployment, OpenShift's MachineSet), fetched once (hack/fetch-crds.sh)."""
+    return _cached_script("fetch-crds.sh")
 
 
 def _pid_alive(pid: int) -> bool:
@@ -502,7 +513,8 @@ def _load_yaml_documents(path: Path) -> list[dict]:
 
 
 def install_crds(state: dict, bin_dir: Path, kubeconfig: Path) -> None:
-    files = sorted(CRD_DIR.glob("*.yaml"))
+    """hack/crds (written for this control plane) and the owners' CRDs exactly as their releases ship them."""
+    files = sorted(CRD_DIR.glob("*.yaml")) + sorted(fetched_crds().glob("*.yaml"))
     if not files:
         return
     subprocess.run(
@@ -538,7 +550,7 @@ def install_crds(state: dict, bin_dir: Path, kubeconfig: Path) -> None:
 
 
 CAPI_GENERATIONS = ("v1beta1", "v1beta2")
-CAPI_CRDS = ("machines", "clusters", "machinedrainrules")
+CAPI_CRDS = ("machines", "clusters", "machinedrainrules", "machinesets", "machinedeployments")
 
 
 def state_from_kubeconfig(kubeconfig: Path) -> dict:

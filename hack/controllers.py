@@ -33,6 +33,7 @@ import argparse
 import json
 import subprocess
 import sys
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -404,6 +405,151 @@ def mapi_machine(name: str, namespace: str, cluster_id: str = "lm-real", hooks: 
     if hooks:
         machine["spec"]["lifecycleHooks"] = hooks
     return machine
+
+
+# ---------------------------------------------------------------------------
+# Owners of Machines (MachineSets, a MachineDeployment), and the cloud behind them
+
+
+POOL_LABEL = "lifecycle.machine.dev/pool"
+
+
+def capi_machine_set_objects(
+    name: str,
+    namespace: str,
+    cluster: str,
+    replicas: int,
+    watch_filter: str = DEFAULT_WATCH_FILTER,
+    *,
+    deployment: bool = False,
+    annotations: dict | None = None,
+) -> list[dict]:
+    """A FakeMachineTemplate and a Cluster API (v1beta2) MachineSet - or, with ``deployment``, a MachineDeployment
+    (RollingUpdate, maxSurge 1, maxUnavailable 0) - of ``replicas`` Machines of ``cluster``, every default the
+    webhooks would set written out. Its Machines carry the watch filter (the manager reconciles them) and the label
+    ``lifecycle.machine.dev/pool: <name>`` its selector picks; the test bed's ``FakeCloud`` provisions them."""
+    labels = {"cluster.x-k8s.io/cluster-name": cluster, POOL_LABEL: name, **({WATCH_FILTER_LABEL: watch_filter} if watch_filter else {})}
+    if deployment:
+        labels["cluster.x-k8s.io/deployment-name"] = name
+    template = {
+        "apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1",
+        "kind": "FakeMachineTemplate",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {"template": {"spec": {}}},
+    }
+    spec = {
+        "clusterName": cluster,
+        "replicas": replicas,
+        "selector": {"matchLabels": {key: value for key, value in labels.items() if key != WATCH_FILTER_LABEL}},
+        "template": {
+            "metadata": {"labels": dict(labels)},
+            "spec": {
+                "clusterName": cluster,
+                # A data secret name stands for a finished bootstrap; the Secret need not exist.
+                "bootstrap": {"dataSecretName": f"{name}-bootstrap"},
+                "infrastructureRef": {"apiGroup": "infrastructure.cluster.x-k8s.io", "kind": "FakeMachineTemplate", "name": name},
+                "deletion": {"nodeDeletionTimeoutSeconds": 10},
+            },
+        },
+    }
+    if deployment:
+        spec["rollout"] = {"strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0}}}
+    owner = {
+        "apiVersion": "cluster.x-k8s.io/v1beta2",
+        "kind": "MachineDeployment" if deployment else "MachineSet",
+        "metadata": {"name": name, "namespace": namespace, "labels": dict(labels), "annotations": dict(annotations or {})},
+        "spec": spec,
+    }
+    return [template, owner]
+
+
+def mapi_machine_set(name: str, namespace: str, replicas: int, cluster_id: str = "lm-real", *, annotations: dict | None = None) -> dict:
+    """An OpenShift MachineSet of ``replicas`` Machines (the label ``machine.openshift.io/cluster-api-machineset``
+    its selector picks, the cluster-id label and the non-null providerSpec the machine controller insists on)."""
+    labels = {"machine.openshift.io/cluster-api-cluster": cluster_id, "machine.openshift.io/cluster-api-machineset": name}
+    return {
+        "apiVersion": "machine.openshift.io/v1beta1",
+        "kind": "MachineSet",
+        "metadata": {"name": name, "namespace": namespace, "labels": dict(labels), "annotations": dict(annotations or {})},
+        "spec": {
+            "replicas": replicas,
+            "selector": {"matchLabels": dict(labels)},
+            "template": {"metadata": {"labels": dict(labels)}, "spec": {"providerSpec": {"value": {"kind": "FakeProviderSpec"}}}},
+        },
+    }
+
+
+class FakeCloud:
+    """The cloud behind the test bed's Machines: every new instance boots and its Node joins its cluster, as a
+    provider and a kubelet would make them, so that a MachineSet's new Machine gets a Ready Node.
+
+    ``capi``: each FakeMachine of ``namespace`` a MachineSet created (from its FakeMachineTemplate) gets its
+    ``spec.providerID`` (``fake://<namespace>/<name>``), is marked provisioned, and a kwok Node of that name and
+    providerID is created in the workload cluster (``node_state``). ``mapi``: each OpenShift Machine of
+    ``namespace`` the fake actuator gave a providerID gets such a Node in the same cluster. Each instance gets its
+    Node once: a Node its controller deleted is not brought back. Polls every ``interval`` s in a thread of its
+    own; ``stop()`` (or leaving the ``with`` block) stops it, pass or fail."""
+
+    def __init__(self, kind: str, state: dict, namespace: str, node_state: dict | None = None, interval: float = 0.3):
+        self.kind = kind
+        self.state = state
+        self.node_state = node_state or state
+        self.namespace = namespace
+        self.interval = interval
+        self.booted: dict[str, float] = {}  # instance name -> when its Node was created (time.time())
+        self.errors: list[str] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name=f"fake-cloud-{namespace}", daemon=True)
+
+    def __enter__(self) -> FakeCloud:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_exc) -> None:
+        self.stop()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join(timeout=10)
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval):
+            try:
+                self._once()
+            except (OSError, ValueError, KeyError) as exc:  # a control plane going down at the end of a test
+                self.errors.append(str(exc))
+
+    def _once(self) -> None:
+        if self.kind == "capi":
+            path = f"/apis/infrastructure.cluster.x-k8s.io/v1beta1/namespaces/{self.namespace}/fakemachines"
+        else:
+            path = f"/apis/machine.openshift.io/v1beta1/namespaces/{self.namespace}/machines"
+        status, listed = cluster_tool._api(self.state, "GET", path)
+        for item in listed.get("items") or [] if status == 200 else []:
+            meta = item["metadata"]
+            name = meta["name"]
+            if name in self.booted or meta.get("deletionTimestamp"):
+                continue
+            provider_id = (item.get("spec") or {}).get("providerID")
+            if self.kind == "capi":
+                if provider_id and not (item.get("status") or {}).get("initialization"):
+                    continue  # a FakeMachine a test made and provisions itself
+                if not provider_id:
+                    provider_id = f"fake://{self.namespace}/{name}"
+                    cluster_tool._api(self.state, "PATCH", f"{path}/{name}", {"spec": {"providerID": provider_id}}, "application/merge-patch+json")
+                    cluster_tool._api(self.state, "PATCH", f"{path}/{name}/status", FAKE_MACHINE_PROVISIONED, "application/merge-patch+json")
+            elif not provider_id or self._node_exists(provider_id):
+                continue
+            node = cluster_tool.kwok_node(name)
+            node["spec"]["providerID"] = provider_id
+            status = cluster_tool._api(self.node_state, "POST", "/api/v1/nodes", node)[0]
+            if status in (201, 409):
+                self.booted[name] = time.time()
+
+    def _node_exists(self, provider_id: str) -> bool:
+        status, nodes = cluster_tool._api(self.node_state, "GET", "/api/v1/nodes")
+        return status == 200 and any((node.get("spec") or {}).get("providerID") == provider_id for node in nodes.get("items") or [])
 
 
 # ---------------------------------------------------------------------------

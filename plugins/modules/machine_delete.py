@@ -119,9 +119,47 @@ options:
     type: raw
     default: 0
   concurrency:
-    description: How many Machines are worked on at the same time; at least 1.
+    description:
+      - How many Machines are worked on at the same time; at least 1.
+      - With O(replacement=none) or O(replacement=first), how many Machines are replaced (or removed) at a time, across
+        calls and rounds (a roll N at a time) - a Machine starts only once fewer than that many of the task's Machines are
+        under way (its owner's record holds it, or it is being deleted), in the order given; a failure stops the roll (the
+        Machines not started yet fail with V(not started)).
     type: int
     default: 20
+  replacement:
+    description:
+      - What becomes of each Machine's place in its pool. A MachineSet keeps its replicas - whatever removes one of its
+        Machines, it creates another.
+      - V(after) - the deletion as it always was - the Machine's MachineSet creates a replacement (Cluster API's once the
+        Machine is gone, OpenShift's as soon as its deletion starts); RV(machines[].replacement) says which.
+      - V(none) - remove it for good - the owner's delete annotation (C(cluster.x-k8s.io/delete-machine),
+        C(machine.openshift.io/delete-machine)) on the Machine, then the replicas of its MachineSet (or of the
+        MachineDeployment over it) lowered by one, so that the owner's delete policy removes exactly this Machine; then its
+        deletion through its gates.
+      - V(first) - replace it first - the owner's replicas raised by one, the new Machine waited for until its Node is Ready
+        (at most O(replacement_timeout)), then the replicas brought back with the delete annotation on this Machine, which
+        is then deleted through its gates - the pool never runs short. Needs a live MachineSet controller (refused with
+        O(machine_controller=absent)).
+      - Every change of the owner's replicas is guarded by its resourceVersion and recorded on the owner (annotation
+        C(lifecycle.machine.dev/replacements)) in the same write, so a run stopped anywhere is completed by the next.
+      - V(none) and V(first) refuse, before anything is changed, control-plane Machines (their KubeadmControlPlane or
+        ControlPlaneMachineSet replaces them), Machines of a MachinePool, owners that are being deleted, paused or rolling
+        out, going below the cluster autoscaler's min-size annotation (V(none)) or above its max-size (V(first)), and an
+        owner another of whose Machines its delete policy ranks as high (docs/delete_machine.md).
+    type: str
+    choices: [after, none, first]
+    default: after
+    version_added: 0.3.0
+  replacement_timeout:
+    description:
+      - With O(replacement=first), seconds to wait for the new Machine's Node to be Ready, counted from the surge across
+        calls (in O(clock)). When they are up the Machine fails and the surge stays, recorded on its owner - a run again
+        goes on waiting.
+      - 1 to 31536000 (a year).
+    type: raw
+    default: 1800
+    version_added: 0.3.0
 extends_documentation_fragment:
   - kubernetes.core.k8s_auth_options
   - lifecycle.machine.durations
@@ -129,6 +167,7 @@ extends_documentation_fragment:
   - lifecycle.machine.workload
   - lifecycle.machine.machine_controller
   - lifecycle.machine.out_of_service
+  - lifecycle.machine.pause
 requirements:
   - python >= 3.11
   - kubernetes >= 24.2.0
@@ -168,6 +207,18 @@ EXAMPLES = r"""
   lifecycle.machine.machine_delete:
     machines: "{{ pool.machines }}"
     machine_controller: absent
+
+- name: Remove worker-3 for good - its MachineSet's replicas go down by one and it creates no replacement
+  lifecycle.machine.machine_delete:
+    machines: [{name: worker-3, namespace: default}]
+    replacement: none
+
+- name: Roll a MachineSet's Machines two at a time, each replaced (its new Node Ready) before it is drained
+  lifecycle.machine.machine_delete:
+    machines: "{{ pool.machines }}"
+    replacement: first
+    concurrency: 2
+    progress_interval: 20
 
 - name: The instance of worker-1 is powered off for good - release its Pods and volumes now
   lifecycle.machine.machine_delete:
@@ -352,6 +403,14 @@ machines:
           V(another machine's node) or V(not reached)), C(message), C(reason) and C(taint) (C(key), C(value), C(effect)).
         - Present only for the Machines O(out_of_service) names.
       type: dict
+    replacement:
+      description:
+        - What becomes of its place in its pool (O(replacement)) - C(mode), C(owner) (the MachineSet or MachineDeployment
+          whose replicas change, C(Kind namespace/name)), C(step) (V(queued), V(awaiting_replacement), V(deleting),
+          V(planned), V(none)), C(message) (for V(after), which owner creates a replacement and when), C(replacement) (the
+          Machine whose Ready Node replaced it, V(first)) and C(replicas) (the owner's replicas as this call changed them).
+      type: dict
+      version_added: 0.3.0
 completed:
   description: Whether every Machine is done (or, in check mode, planned).
   returned: always
@@ -405,6 +464,16 @@ clock:
     drain_progress:
       description: When its drain last made progress (O(stall_timeout) counts from there).
       type: float
+    replace:
+      description:
+        - With O(replacement=first), when the surge for it was made; O(replacement_timeout) counts from it, and its
+          V(replace) phase until its drain.
+      type: float
+      version_added: 0.3.0
+    replacement_ready:
+      description: With O(replacement=first), when its replacement was first seen with a Ready Node.
+      type: float
+      version_added: 0.3.0
   sample: {"default/worker-1": {"started": 1795782000.0, "drain": 1795782001.5, "drain_progress": 1795782040.2}}
 preflight:
   description:
@@ -469,6 +538,14 @@ preflight:
           description: The Machines in the order that lets the most of them finish (given in that order, they start in that order).
           type: list
           elements: str
+        replacement_nodes:
+          description:
+            - With O(replacement=first), per cluster, the replacements' Nodes counted as room for the evicted Pods - each
+              assumed like the Node it replaces (its MachineSet's template), O(concurrency) of them at a time, named
+              C(<node> (replacement)).
+          type: dict
+          returned: with O(replacement=first)
+          version_added: 0.3.0
         counted:
           description: The Machines whose drain preview was counted.
           type: list
@@ -476,6 +553,33 @@ preflight:
         not_counted:
           description: By cluster (C(the cluster) for the task's own), what could not be read, so that part was not judged.
           type: dict
+        unready_pods:
+          description:
+            - What the eviction API answers for each Pod to evict that runs and is not Ready (one budget selects it), by the
+              budget's C(unhealthyPodEvictionPolicy) - V(AlwaysAllow) lets it go, V(IfHealthyBudget) (the default) only while
+              the budget has the healthy Pods it needs; a refused one is also an C(unready pod) finding.
+          type: list
+          elements: dict
+          version_added: 0.3.0
+          contains:
+            pod:
+              description: The Pod, C(namespace/name).
+              type: str
+            machine:
+              description: The Machine whose Node it is on.
+              type: str
+            budget:
+              description: Its budget, C(namespace/name).
+              type: str
+            policy:
+              description: The budget's C(unhealthyPodEvictionPolicy).
+              type: str
+            answer:
+              description: V(evicted) or V(refused).
+              type: str
+            reason:
+              description: Why, with the budget's numbers.
+              type: str
   sample:
     would_finish: [default/worker-1]
     would_wait:
@@ -529,8 +633,22 @@ metrics:
       type: str
       choices: [done, failed, waiting]
     phase_seconds:
-      description: The seconds spent in V(drain) and V(terminate) so far, from O(clock), so they add up across calls and rounds.
+      description: The seconds spent in V(replace), V(drain) and V(terminate) so far, from O(clock), so they add up across calls and rounds.
       type: dict
+    replacement_ready_seconds:
+      description:
+        - With O(replacement=first), the seconds from the surge until the replacement's Node was Ready (null until then).
+        - Only with O(replacement=none) or O(replacement=first).
+      type: float
+      version_added: 0.3.0
+    pool_short_seconds:
+      description:
+        - How long the pool ran short of this Machine - 0 with V(first) (the replacement was Ready before the drain began)
+          and with V(none) (the pool shrinks on purpose).
+        - Only with O(replacement=none) or O(replacement=first) - with V(after) the replacement comes after the Machine,
+          beyond the task.
+      type: float
+      version_added: 0.3.0
     evicted:
       description:
         - How many Pods the deletion evicted from the Machine's Node - over every round of this task (the Pods of
@@ -548,7 +666,9 @@ metrics:
       namespace: default
       cluster_name: prod
       outcome: done
-      phase_seconds: {drain: 42.0, terminate: 7.5}
+      phase_seconds: {replace: 95.0, drain: 42.0, terminate: 7.5}
+      replacement_ready_seconds: 93.2
+      pool_short_seconds: 0.0
       evicted: 3
       blockers_by_kind: {}
       blockers_by_verdict: {}
@@ -571,7 +691,7 @@ import time
 from ansible_collections.lifecycle.machine.plugins.module_utils._delete.logic import DeleteRequest
 from ansible_collections.lifecycle.machine.plugins.module_utils._delete.run import delete_machines
 from ansible_collections.lifecycle.machine.plugins.module_utils._module import new_module, run
-from ansible_collections.lifecycle.machine.plugins.module_utils._options.specs import machine_side_spec, stall_spec
+from ansible_collections.lifecycle.machine.plugins.module_utils._options.specs import machine_side_spec, pause_spec, stall_spec
 
 
 def main():
@@ -587,6 +707,8 @@ def main():
         "clock": {"type": "dict", "default": {}},
         "progress_interval": {"type": "raw", "default": 0},
         "concurrency": {"type": "int", "default": 20},
+        "replacement": {"type": "str", "default": "after", "choices": ["after", "none", "first"]},
+        "replacement_timeout": {"type": "raw", "default": 1800},
         "out_of_service": {
             "type": "list",
             "elements": "dict",
@@ -595,6 +717,7 @@ def main():
         },
         **machine_side_spec(),
         **stall_spec(),
+        **pause_spec(),
     }
     module = new_module(argument_spec, supports_check_mode=True)
     run(module, lambda api: delete_machines(api, DeleteRequest.from_params(module.params, module.check_mode, time.time())))

@@ -188,6 +188,7 @@ extends_documentation_fragment:
   - lifecycle.machine.stalls
   - lifecycle.machine.workload
   - lifecycle.machine.machine_controller
+  - lifecycle.machine.pause
 requirements:
   - python >= 3.11
   - kubernetes >= 24.2.0
@@ -553,7 +554,7 @@ diff:
 from ansible_collections.lifecycle.machine.plugins.module_utils._drain.request import DrainRequest
 from ansible_collections.lifecycle.machine.plugins.module_utils._drain.run import run_drain
 from ansible_collections.lifecycle.machine.plugins.module_utils._module import new_module, run
-from ansible_collections.lifecycle.machine.plugins.module_utils._options.specs import machine_side_spec, stall_spec
+from ansible_collections.lifecycle.machine.plugins.module_utils._options.specs import machine_side_spec, pause_spec, stall_spec
 
 
 def main():
@@ -574,6 +575,7 @@ def main():
         "progress_since": {"type": "float"},
         **machine_side_spec(),
         **stall_spec(),
+        **pause_spec(),
     }
     module = new_module(
         argument_spec,

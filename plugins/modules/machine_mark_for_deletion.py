@@ -18,6 +18,9 @@ description:
   - The finalizer is added with the Machine's C(resourceVersion) (refused and retried if anyone wrote in between), and the
     delete is made with a UID precondition, so a Machine re-created under the same name is never deleted by mistake.
   - A Machine already marked for deletion, or already gone, is left as it is.
+  - A Machine its controllers leave alone is refused before any Machine is marked, changing nothing - a paused Cluster API
+    Machine (unless O(override_pause) says who asked), the non-authoritative side of OpenShift's move to Cluster API (the
+    message names the authoritative Machine and its API), or one being migrated.
 author:
   - lifecycle.machine maintainers (@lifecycle-machine)
 attributes:
@@ -35,6 +38,7 @@ options: {}
 extends_documentation_fragment:
   - kubernetes.core.k8s_auth_options
   - lifecycle.machine.machines
+  - lifecycle.machine.pause
 requirements:
   - python >= 3.11
   - kubernetes >= 24.2.0
@@ -94,16 +98,20 @@ machines:
 from ansible_collections.lifecycle.machine.plugins.module_utils._mark.logic import mark_selection
 from ansible_collections.lifecycle.machine.plugins.module_utils._mark.run import mark_for_deletion
 from ansible_collections.lifecycle.machine.plugins.module_utils._module import machine_argument_spec, new_module, run
+from ansible_collections.lifecycle.machine.plugins.module_utils._options.specs import pause_spec
 
 
 def main():
     module = new_module(
-        machine_argument_spec(),
+        {**machine_argument_spec(), **pause_spec()},
         supports_check_mode=True,
         mutually_exclusive=[("machine", "label_selectors")],
         required_one_of=[("machine", "label_selectors")],
     )
-    run(module, lambda api: mark_for_deletion(api, mark_selection(module.params), module.check_mode))
+    run(
+        module,
+        lambda api: mark_for_deletion(api, mark_selection(module.params), module.check_mode, override_pause=module.params.get("override_pause") or None),
+    )
 
 
 if __name__ == "__main__":

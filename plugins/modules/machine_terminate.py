@@ -145,6 +145,7 @@ extends_documentation_fragment:
   - lifecycle.machine.workload
   - lifecycle.machine.machine_controller
   - lifecycle.machine.out_of_service
+  - lifecycle.machine.pause
 requirements:
   - python >= 3.11
   - kubernetes >= 24.2.0
@@ -453,7 +454,7 @@ diff:
 import copy
 
 from ansible_collections.lifecycle.machine.plugins.module_utils._module import WAIT_ARGUMENT_SPEC, new_module, run
-from ansible_collections.lifecycle.machine.plugins.module_utils._options.specs import machine_side_spec
+from ansible_collections.lifecycle.machine.plugins.module_utils._options.specs import machine_side_spec, pause_spec
 from ansible_collections.lifecycle.machine.plugins.module_utils._terminate.out_of_service import normalize_out_of_service
 from ansible_collections.lifecycle.machine.plugins.module_utils._terminate.run import TerminateRequest, terminate_machine
 
@@ -473,6 +474,7 @@ def main():
             "options": {"machine": {"type": "str", "required": True}, "reason": {"type": "str", "required": True}},
         },
         **machine_side_spec(),
+        **pause_spec(),
     }
     argument_spec.update(copy.deepcopy(WAIT_ARGUMENT_SPEC))
     module = new_module(argument_spec, supports_check_mode=True)

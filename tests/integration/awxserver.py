@@ -8,7 +8,6 @@ Loaded by conftest.py as a pytest plugin."""
 
 from __future__ import annotations
 
-import base64
 import fcntl
 import json
 import os
@@ -24,36 +23,12 @@ import awx as awx_tool
 import pytest
 import yaml
 from conftest import COLLECTIONS_ROOT, REPO
+from rbachelpers import RBAC, SA_NAME, SA_USER, api_server_and_ca, apply, service_account_token
 
 from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.client import KubeApi
-from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.errors import ApiError
 
 AWX_DIR = REPO / "extensions" / "awx"
-SA_NAMESPACE = "lifecycle-machine"
-SA_NAME = "lifecycle-machine-awx"
-SA_USER = f"system:serviceaccount:{SA_NAMESPACE}:{SA_NAME}"
 FINAL = ("successful", "failed", "error", "canceled")
-
-RBAC_COLLECTIONS = {
-    "Namespace": "/api/v1/namespaces",
-    "ServiceAccount": "/api/v1/namespaces/{namespace}/serviceaccounts",
-    "ClusterRole": "/apis/rbac.authorization.k8s.io/v1/clusterroles",
-    "ClusterRoleBinding": "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings",
-    "Role": "/apis/rbac.authorization.k8s.io/v1/namespaces/{namespace}/roles",
-    "RoleBinding": "/apis/rbac.authorization.k8s.io/v1/namespaces/{namespace}/rolebindings",
-}
-
-
-def apply(kube: KubeApi, document: dict) -> None:
-    """Create the object, or replace it with this definition when it exists."""
-    collection = RBAC_COLLECTIONS[document["kind"]].format(namespace=document["metadata"].get("namespace", ""))
-    try:
-        kube.create(collection, document)
-    except ApiError as exc:
-        if exc.status != 409:
-            raise
-        if document["kind"] not in ("Namespace", "ServiceAccount"):
-            kube.replace(f"{collection}/{document['metadata']['name']}", document)
 
 
 class AwxError(AssertionError):
@@ -150,16 +125,6 @@ def awx_admin() -> Iterator[dict]:
             awx_tool.down(home)
 
 
-def _service_account_token(kube: KubeApi, name: str, seconds: int = 7200) -> str:
-    request = {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": {"expirationSeconds": seconds}}
-    return kube.create(f"/api/v1/namespaces/{SA_NAMESPACE}/serviceaccounts/{name}/token", request)["status"]["token"]
-
-
-def api_server_and_ca(kubeconfig: str) -> tuple[str, str]:
-    cluster = json.loads(Path(kubeconfig).read_text())["clusters"][0]["cluster"]
-    return cluster["server"], base64.b64decode(cluster["certificate-authority-data"]).decode()
-
-
 def configure_env(admin: dict) -> dict:
     """What ansible-playbook needs to run configure_awx.yml against this AWX: awx.awx's
     CONTROLLER_* variables, and no kubeconfig of the tests."""
@@ -204,10 +169,10 @@ def awx_configured(awx_admin: dict, kube: KubeApi, kubeconfig: str) -> dict:
     """AWX set up from the collection's recipes for this session's control plane: the shipped
     RBAC, a token of its ServiceAccount with the API server's CA as the Kubernetes credential,
     and everything configure_awx.yml creates. Returns what the tests need to know."""
-    for item in yaml.safe_load((AWX_DIR / "rbac.yml").read_text())["items"]:
+    for item in yaml.safe_load(RBAC.read_text())["items"]:
         apply(kube, item)
     host, ca = api_server_and_ca(kubeconfig)
-    token = _service_account_token(kube, SA_NAME)
+    token = service_account_token(kube, SA_NAME, seconds=7200)
     extra_vars = {
         "lifecycle_awx_project_url": f"file://{admin_project(awx_admin)}",
         "lifecycle_awx_ee_image": awx_admin["ee_image"],

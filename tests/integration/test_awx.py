@@ -14,9 +14,10 @@ import time
 
 import pytest
 import yaml
-from awxserver import SA_USER, audit_sa_refusals, secrets_in
+from awxserver import audit_sa_refusals, secrets_in
 from conftest import REPO
 from khelpers import wait_for
+from rbachelpers import SA_NAMESPACE, SA_USER, apply, service_account_token
 from test_cancel import evictions_after
 from test_delete_machine import PROVIDER_TASKS, assert_all_gone
 
@@ -28,8 +29,6 @@ TEMPLATE = "lifecycle.machine - delete machine"
 def grant_simulated_provider(kube, namespace: str) -> None:
     """The test's OpenShift provider tasks "terminate the instance" by deleting a ConfigMap:
     the simulated cloud's permission, not the collection's, so a Role of its own."""
-    from awxserver import apply  # noqa: PLC0415
-
     rbac = "rbac.authorization.k8s.io"
     apply(
         kube,
@@ -221,8 +220,6 @@ def test_awx_refuses_survey_answers_out_of_bounds_and_passes_empty_ones_as_not_s
 def grant_work(kube, namespace: str) -> None:
     """The hook's work in the test records itself as a ConfigMap: the work's own permission,
     not the collection's, so a Role of its own for the jobs' ServiceAccount."""
-    from awxserver import apply  # noqa: PLC0415
-
     rbac = "rbac.authorization.k8s.io"
     apply(
         kube,
@@ -450,7 +447,6 @@ def test_teardown_cluster_job_template_names_the_holder_when_it_proceeds(kube, n
 def test_a_token_without_the_shipped_roles_is_refused_and_changes_nothing(kube, namespace, awx, awx_configured) -> None:
     """The RBAC is real: the same job with a token of a ServiceAccount the roles are not bound to
     fails, naming the identity and what it may not do, and changes nothing."""
-    from awxserver import SA_NAMESPACE, _service_account_token, apply  # noqa: PLC0415
     from test_cluster_alive import alive_path, create_alive  # noqa: PLC0415
 
     apply(kube, {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "nobody", "namespace": SA_NAMESPACE}})
@@ -458,7 +454,7 @@ def test_a_token_without_the_shipped_roles_is_refused_and_changes_nothing(kube, 
     inputs = {"host": awx_configured["host"], "verify_ssl": True, "ssl_ca_cert": awx_configured["ca"]}
     holder = "buckets.storage.example.com/cleanup"
     create_alive(kube, namespace, holder)
-    awx.request("PATCH", f"credentials/{credential['id']}/", {"inputs": {**inputs, "bearer_token": _service_account_token(kube, "nobody")}})
+    awx.request("PATCH", f"credentials/{credential['id']}/", {"inputs": {**inputs, "bearer_token": service_account_token(kube, "nobody", seconds=7200)}})
     try:
         job = awx.wait(awx.launch("lifecycle.machine - teardown cluster", {"alive_namespace": namespace, "wait_timeout": 10, "on_timeout": "proceed"})["job"])
     finally:

@@ -34,7 +34,19 @@ from khelpers import pod_is_ready, wait_for
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "tests" / "unit" / "docs"))
 
-from bad_input_table import ALIVE, DELETING_ALIVE, DELETING_MACHINE, MACHINE, NODE, NOTHING, TIMESTAMP, BadInput, catalogue
+from bad_input_table import (
+    ALIVE,
+    DELETING_ALIVE,
+    DELETING_MACHINE,
+    MACHINE,
+    NODE,
+    NOTHING,
+    PAUSED_DELETING_MACHINE,
+    PAUSED_MACHINE,
+    TIMESTAMP,
+    BadInput,
+    catalogue,
+)
 
 from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.client import KubeApi
 
@@ -105,6 +117,8 @@ def build_world(row: BadInput, *, kube: KubeApi, namespace: str, make_node, make
     suffix = uuid.uuid4().hex[:6]
     world = World({"<namespace>": namespace, "<node>": f"bi-node-{suffix}", "<machine>": f"bi-machine-{suffix}"})
     scenario = row.scenario
+    paused = scenario in (PAUSED_MACHINE, PAUSED_DELETING_MACHINE)
+    scenario = {PAUSED_MACHINE: MACHINE, PAUSED_DELETING_MACHINE: DELETING_MACHINE}.get(scenario, scenario)
     if scenario in (NODE, MACHINE, DELETING_MACHINE):
         node = make_node(world.names["<node>"])
         pod = {
@@ -122,7 +136,9 @@ def build_world(row: BadInput, *, kube: KubeApi, namespace: str, make_node, make
             cluster = capi_cluster(namespace)
             capi = f"/apis/cluster.x-k8s.io/{row.flavour}/namespaces/{namespace}"
             world.paths += [f"{capi}/clusters/{cluster}", f"{capi}/machines/control-plane-0"]
-        machine = make_machine(namespace, name=world.names["<machine>"], node=world.names["<node>"])
+        # A paused Machine carries Cluster API's pause annotation (Cluster API Machines only: docs/behaviour.md, "Hands off").
+        extra = {"annotations": {"cluster.x-k8s.io/paused": ""}} if paused else {}
+        machine = make_machine(namespace, name=world.names["<machine>"], node=world.names["<node>"], **extra)
         path = f"/apis/{machine['apiVersion']}/namespaces/{namespace}/machines/{machine['metadata']['name']}"
         if scenario == DELETING_MACHINE:
             kube.delete(path)  # the finalizer keeps it, being deleted

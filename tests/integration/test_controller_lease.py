@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterator
 
 import pytest
 import yaml
-from test_awx_runner import RBAC, grant_user, revoke_user
+from rbachelpers import RBAC, grant_user, revoke_user
 
 from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.client import KubeApi
 from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.connect import api_from_kubeconfig

@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 import yaml
 from conftest import machine_collection
-from test_awx_runner import RBAC, SA_NAMESPACE, SA_USER, apply
+from rbachelpers import RBAC, SA_NAMESPACE, SA_USER, apply
 
 NOBODY = f"system:serviceaccount:{SA_NAMESPACE}:nobody"
 

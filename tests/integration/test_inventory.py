@@ -15,7 +15,7 @@ import pytest
 import yaml
 from conftest import REPO, ansible_env
 from khelpers import OPENSHIFT_MACHINES, capi_machine, capi_path, openshift_machine
-from test_awx_runner import RBAC, SA_NAME, apply, credential_inputs, grant_user, revoke_user, service_account_token
+from rbachelpers import RBAC, SA_NAME, apply, credential_inputs, grant_user, revoke_user, service_account_token
 
 CAPI = "v1beta2"
 

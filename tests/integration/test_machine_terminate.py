@@ -427,6 +427,55 @@ def test_volume_wait_holds_while_a_volume_attachment_is_attached(flavour, doomed
 
 
 @pytest.mark.parametrize("flavour", ["v1beta2"], indirect=True)
+def test_an_attachment_naming_no_persistent_volume_holds_the_wait_with_cluster_apis_error(flavour, doomed, volumes, run_module, kube) -> None:
+    """An inline (CSI-migrated) volume's VolumeAttachment names no PersistentVolume: as Cluster API v1.14.2, each look
+    of the wait ends in its error - Deleting's message, a Warning Event naming the attachment - and the wait goes on
+    until the attachment is detached (docs/behaviour.md, 4 and row 21b)."""
+    _make_pv, _attach = volumes
+    machine = doomed()
+    name = f"va-inline-{uuid.uuid4().hex[:6]}"
+    path = f"/apis/storage.k8s.io/v1/volumeattachments/{name}"
+    inline = {"csi": {"driver": CSI_DRIVER, "volumeHandle": f"handle-{name}"}, "accessModes": ["ReadWriteOnce"]}
+    body = {
+        "apiVersion": "storage.k8s.io/v1",
+        "kind": "VolumeAttachment",
+        "metadata": {"name": name},
+        "spec": {"attacher": CSI_DRIVER, "nodeName": machine["node"], "source": {"inlineVolumeSpec": inline}},
+    }
+    kube.create("/apis/storage.k8s.io/v1/volumeattachments", body)
+    try:
+        kube.patch(path, {"status": {"attached": True}}, subresource_status=True)
+        error = f"spec.source.persistentVolumeName for VolumeAttachment {name} is not set"
+
+        result = run_module("machine_terminate", args(machine))
+        assert result.get("failed") is not True, result
+        assert result["next_step"] == "volume_detach" and result["volumes"]["error"] == error
+        found = conditions(kube, flavour, machine["path"])
+        assert (found["Deleting"]["reason"], found["Deleting"]["message"]) == (
+            "WaitingForVolumeDetach",
+            "Error waiting for volumes to be detached from Node, please check controller logs for errors",
+        )
+        [blocker] = [b for b in result["blockers"] if b["kind"] == "volume attachment"]
+        assert (blocker["object"], blocker["verdict"], blocker["evidence"]["error"]) == (f"VolumeAttachment {name}", "clears by itself", error)
+        events = kube.list(f"/api/v1/namespaces/{machine['namespace']}/events", field_selector=f"involvedObject.name={machine['name']}")
+        warned = [e["message"] for e in events if e["reason"] == "FailedWaitForVolumeDetach"]
+        assert warned == [f'error waiting for node volumes detaching, Machine\'s node "{machine["node"]}": {error}'], warned
+        again = run_module("machine_terminate", args(machine))
+        events = kube.list(f"/api/v1/namespaces/{machine['namespace']}/events", field_selector=f"involvedObject.name={machine['name']}")
+        assert again["changed"] is False and len([e for e in events if e["reason"] == "FailedWaitForVolumeDetach"]) == 1, "once per change"
+
+        waiting = Background(run_module, args(machine, wait=True, wait_sleep=1, wait_timeout=120))
+        time.sleep(3)
+        assert waiting.is_alive(), waiting.result
+        kube.patch(path, {"status": {"attached": False}}, subresource_status=True)
+        result = waiting.outcome()
+        assert result.get("failed") is not True, result
+        assert step(result, "volume_detach")["status"] == "done" and result["gone"] is True
+    finally:
+        kube.delete(path)
+
+
+@pytest.mark.parametrize("flavour", ["v1beta2"], indirect=True)
 def test_volume_wait_reads_node_status_volumes_attached(flavour, doomed, volumes, run_module, kube) -> None:
     make_pv, _attach = volumes
     machine = doomed()

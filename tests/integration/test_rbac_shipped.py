@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 import yaml
 from conftest import REPO, ansible_env
-from test_awx_runner import RBAC, SA_NAME, SA_NAMESPACE, SA_USER, apply, service_account_token
+from rbachelpers import RBAC, SA_NAME, SA_NAMESPACE, SA_USER, apply, service_account_token
 from test_delete_machine import PLAYBOOK, assert_all_gone, playbook_vars
 
 from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.client import KubeApi

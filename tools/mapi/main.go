@@ -1,8 +1,10 @@
 // Command mapi-fake runs OpenShift's generic Machine API machine controller
 // (github.com/openshift/machine-api-operator/pkg/controller/machine: the
-// machine and machine-drain controllers every OpenShift provider embeds) and
-// its nodelink controller, outside a cluster, with a fake actuator instead of
-// a cloud provider.
+// machine and machine-drain controllers every OpenShift provider embeds), its
+// nodelink controller and its MachineSet controller
+// (pkg/controller/machineset: replicas, delete policies and the
+// machine.openshift.io/delete-machine annotation), outside a cluster, with a
+// fake actuator instead of a cloud provider.
 //
 // The fake actuator keeps one ConfigMap per Machine as its "instance"
 // (<machine>-fake-instance in the Machine's namespace), so that what the
@@ -26,6 +28,7 @@ import (
 	openshiftfeatures "github.com/openshift/api/features"
 	machinev1 "github.com/openshift/api/machine/v1beta1"
 	"github.com/openshift/machine-api-operator/pkg/controller/machine"
+	"github.com/openshift/machine-api-operator/pkg/controller/machineset"
 	"github.com/openshift/machine-api-operator/pkg/controller/nodelink"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -126,6 +129,7 @@ func main() {
 	healthAddr := flag.String("health-addr", "127.0.0.1:9440", "address of /healthz and /readyz")
 	metricsAddr := flag.String("metrics-bind-address", "0", "address of the metrics endpoint (0: off)")
 	withNodelink := flag.Bool("nodelink", true, "also run the nodelink controller (sets status.nodeRef from the Node of the same providerID)")
+	withMachineSets := flag.Bool("machinesets", true, "also run the MachineSet controller (creates and deletes a MachineSet's Machines to match its replicas)")
 	printVersion := flag.Bool("version", false, "print the machine-api-operator version and exit")
 	flag.Parse()
 	if *printVersion {
@@ -167,6 +171,12 @@ func main() {
 			klog.Fatalf("nodelink controller: %v", err)
 		}
 	}
+	if *withMachineSets {
+		// The same feature gate as the machine controller: MachineAPIMigration off, so every MachineSet is reconciled.
+		if err := machineset.Add(mgr, opts, gate); err != nil {
+			klog.Fatalf("machineset controller: %v", err)
+		}
+	}
 	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
 		klog.Fatal(err)
 	}
@@ -189,7 +199,7 @@ func main() {
 	}); err != nil {
 		klog.Fatal(err)
 	}
-	klog.Infof("machine-api-operator %s generic machine controller with a fake actuator; namespace %q", version, *namespace)
+	klog.Infof("machine-api-operator %s generic machine controller with a fake actuator (MachineSet controller: %v); namespace %q", version, *withMachineSets, *namespace)
 	if err := mgr.Start(ctrl.SetupSignalHandler()); err != nil {
 		klog.Errorf("manager: %v", err)
 		os.Exit(1)

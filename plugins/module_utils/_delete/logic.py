@@ -25,7 +25,9 @@ from ansible_collections.lifecycle.machine.plugins.module_utils._drain.rules imp
 from ansible_collections.lifecycle.machine.plugins.module_utils._drain.stall_policy import StallPolicy
 from ansible_collections.lifecycle.machine.plugins.module_utils._machine.blockers import MAX_BLOCKER_LINES, NEVER, blocker_lines, worst
 from ansible_collections.lifecycle.machine.plugins.module_utils._machine.controller import AUTO, DEFAULT_GRACE, SETTINGS
+from ansible_collections.lifecycle.machine.plugins.module_utils._machine.pause import override_errors
 from ansible_collections.lifecycle.machine.plugins.module_utils._options.logic import Bound, bound_errors, invalid_names, invalid_options, seconds
+from ansible_collections.lifecycle.machine.plugins.module_utils._replace.logic import AFTER, MODES, REPLACE, REPLACEMENT_READY, replacement_figures
 from ansible_collections.lifecycle.machine.plugins.module_utils._terminate.logic import TerminateRequest
 from ansible_collections.lifecycle.machine.plugins.module_utils._terminate.out_of_service import OutOfService, normalize_out_of_service
 from ansible_collections.lifecycle.machine.plugins.module_utils._workload.logic import WorkloadSettings, workload_settings
@@ -40,12 +42,14 @@ STATUSES = (DONE, IN_PROGRESS, AWAITING_INSTANCE, FAILED, PLANNED)
 
 # The phases whose time is budgeted.
 DRAIN, TERMINATE = "drain", "terminate"
+# Where a Machine its controllers leave alone stands (paused, another API authoritative): nothing is done to it.
+PAUSED = "paused"
 # When the collection took a Machine's deletion on (its first call): the progress lines count from it, across calls.
 STARTED = "started"
 # When a Machine's drain last made progress (stall_timeout, docs/stalls.md): carried in the clock like a phase's start.
 DRAIN_PROGRESS = "drain_progress"
-# What a Machine's entry in the clock may hold.
-CLOCK_KEYS = (STARTED, DRAIN, TERMINATE, DRAIN_PROGRESS)
+# What a Machine's entry in the clock may hold (REPLACE: when the wait for its replacement began; REPLACEMENT_READY: when it was Ready).
+CLOCK_KEYS = (STARTED, REPLACE, REPLACEMENT_READY, DRAIN, TERMINATE, DRAIN_PROGRESS)
 
 # A phase needs at least a second; wait_sleep paces the volume-detach checks (0 would not pause at all).
 BOUNDS = (
@@ -56,6 +60,7 @@ BOUNDS = (
     *seconds("grace_period"),
     *seconds("controller_grace"),
     *seconds("stall_timeout", least=1),
+    *seconds("replacement_timeout", least=1),
 )
 
 
@@ -95,6 +100,7 @@ ENTRY_FIELDS = frozenset(
         "controller",
         "blockers",
         "out_of_service",
+        "replacement",
     )
 )
 
@@ -128,6 +134,11 @@ class DeleteRequest:
     stall: StallPolicy = field(default_factory=StallPolicy)
     # The Machines whose instance the user confirmed gone: their Node gets the out-of-service taint (_terminate/out_of_service.py).
     out_of_service: dict[str, OutOfService] = field(default_factory=dict)
+    # What becomes of each Machine's place in its pool (_replace/logic.py): after, none or first; and how long a replacement is waited for.
+    replacement: str = AFTER
+    replacement_timeout: int = 1800
+    # Who asked to act on paused Machines, and why (_machine/pause.py); None: a paused Machine is held.
+    override_pause: str | None = None
 
     @classmethod
     def from_params(cls, params: dict, check_mode: bool, now: float) -> DeleteRequest:
@@ -156,6 +167,9 @@ class DeleteRequest:
             controller_grace=DEFAULT_GRACE if params.get("controller_grace") is None else params["controller_grace"],
             stall=StallPolicy.from_params(params),
             out_of_service=normalize_out_of_service(params.get("out_of_service"), [machine_key(m) for m in params["machines"]]),
+            replacement=params.get("replacement") or AFTER,
+            replacement_timeout=1800 if params.get("replacement_timeout") is None else params["replacement_timeout"],
+            override_pause=params.get("override_pause") or None,
         )
 
     def drain_request(self, machine: dict, clock: dict) -> DrainRequest:
@@ -173,6 +187,7 @@ class DeleteRequest:
             check_mode=self.check_mode,
             workload=self.workload,
             stall=self.stall.resumed((clock.get(machine_key(machine)) or {}).get(DRAIN_PROGRESS)),
+            override_pause=self.override_pause,
         )
 
     def terminate_request(self, machine: dict) -> TerminateRequest:
@@ -187,6 +202,7 @@ class DeleteRequest:
             rules=self.rules,
             use_cluster_rules=self.use_cluster_rules,
             workload=self.workload,
+            override_pause=self.override_pause,
         )
 
 
@@ -213,7 +229,15 @@ def option_errors(params: dict) -> list[str]:
     setting = params.get("machine_controller")
     if setting is not None and setting not in SETTINGS:
         errors.append(f"machine_controller must be one of {', '.join(SETTINGS)} (got {setting!r})")
-    return errors + bound_errors(params, BOUNDS)
+    replacement = params.get("replacement")
+    if replacement is not None and replacement not in MODES:
+        errors.append(f"replacement must be one of {', '.join(MODES)} (got {replacement!r})")
+    elif replacement == "first" and setting == "absent":
+        errors.append(
+            "replacement: first needs a live MachineSet controller to create the replacement, and machine_controller: absent says none runs;"
+            " use replacement: none or after (docs/delete_machine.md)"
+        )
+    return errors + override_errors(params.get("override_pause")) + bound_errors(params, BOUNDS)
 
 
 def started_clock(clock: dict, now: float, keys: list[str] | tuple[str, ...] = ()) -> dict:
@@ -299,6 +323,10 @@ class Outcome:
     followed_blockers: list[dict] = field(default_factory=list)
     # The out-of-service taint the user asked for on its Node, as this call left it (None when not asked).
     out_of_service: dict | None = None
+    # What becomes of its place in its pool (_replace/run.py ReplacementState.as_dict); None before it was looked at.
+    replacement: dict | None = None
+    # What leaves the Machine alone, as its controllers leave it (paused, another API authoritative; docs/behaviour.md).
+    hands_off: list[dict] = field(default_factory=list)
 
     @property
     def key(self) -> str:
@@ -320,6 +348,7 @@ class Outcome:
             "controller": self.controller,
             "blockers": self.blockers,
             **({"out_of_service": self.out_of_service} if self.out_of_service is not None else {}),
+            **({"replacement": self.replacement} if self.replacement is not None else {}),
         }
 
     @property
@@ -328,6 +357,8 @@ class Outcome:
         (in check mode, what the drain's preview found)."""
         if self.status == DONE:
             return []
+        if self.hands_off:
+            return list(self.hands_off)
         if self.carried_out_by == "controller":
             return list(self.followed_blockers)
         if self.step != DRAIN and self.terminate is not None:
@@ -362,7 +393,7 @@ def batches_text(batches: list[dict]) -> str:
 
 
 # The phases a Machine's clock records, in order; ``done`` marks when its deletion finished.
-CLOCK_PHASES = (DRAIN, TERMINATE, DONE)
+CLOCK_PHASES = (REPLACE, DRAIN, TERMINATE, DONE)
 
 
 def metrics_outcome(status: str) -> str:
@@ -390,19 +421,21 @@ def machine_metrics(outcome: Outcome, clock: dict, now: float) -> dict:
     for blocker in outcome.blockers:
         by_kind[blocker.get("kind")] = by_kind.get(blocker.get("kind"), 0) + 1
         by_verdict[blocker.get("verdict")] = by_verdict.get(blocker.get("verdict"), 0) + 1
+    mode = (outcome.replacement or {}).get("mode") or AFTER
     return {
         "name": outcome.machine.get("name"),
         "namespace": outcome.machine.get("namespace"),
         "cluster_name": outcome.cluster_name or outcome.cluster or "",
         "outcome": metrics_outcome(outcome.status),
         "phase_seconds": phases,
+        **(replacement_figures(mode, starts) if mode != AFTER else {}),
         "evicted": len((outcome.drain or {}).get("evicted") or []),
         "blockers_by_kind": by_kind,
         "blockers_by_verdict": by_verdict,
     }
 
 
-def preflight(outcomes: list[Outcome], facts: dict | None = None, concurrency: int = 1) -> dict:
+def preflight(outcomes: list[Outcome], facts: dict | None = None, concurrency: int = 1, surge: int = 0) -> dict:
     """Check mode's answer for the chosen Machines together (docs/stalls.md): which would
     finish, which would wait and on what, which can never finish as things stand and why,
     from each Machine's planned steps and what holds it now, and from what the batch does to
@@ -425,7 +458,7 @@ def preflight(outcomes: list[Outcome], facts: dict | None = None, concurrency: i
             answer["would_finish"].append(outcome.key)
     if facts is None:
         return answer
-    batch = batch_findings(facts, concurrency)
+    batch = batch_findings(facts, concurrency, surge)
     answer["would_lose"] = {}
     for finding in batch["findings"]:
         line = finding_line(finding)

@@ -27,6 +27,19 @@ SCALARS = (("evicted_pods", "Pods the deletion evicted from the Machine's Node, 
 OUTCOME = ("outcome", "A Machine's deletion outcome: 1 for done, failed or waiting (still under way), 0 for the others.", "outcome")
 OUTCOME_DONE, OUTCOME_FAILED, OUTCOME_WAITING = "done", "failed", "waiting"
 OUTCOMES = (OUTCOME_DONE, OUTCOME_FAILED, OUTCOME_WAITING)
+# Figures only some Machines have (replacement none or first): a Machine without one has no sample.
+SOME = (
+    (
+        "replacement_ready_seconds",
+        "Seconds from the surge until the Machine's replacement had a Ready Node (replacement: first).",
+        "replacement_ready_seconds",
+    ),
+    (
+        "pool_short_seconds",
+        "Seconds the pool ran short of the Machine while it was deleted (0 when it was replaced first or removed for good).",
+        "pool_short_seconds",
+    ),
+)
 TABLE_PHASES = ("drain", "terminate")
 
 
@@ -68,6 +81,11 @@ def prometheus_text(metrics: Mapping[str, Mapping], *, timestamp: float | None =
         if (metrics[key] or {}).get(field) in OUTCOMES
         for outcome in OUTCOMES
     ]
+    for metric, text, field in SOME:
+        samples = [(key, (metrics[key] or {}).get(field)) for key in keys if (metrics[key] or {}).get(field) is not None]
+        if samples:
+            lines += [f"# HELP {PREFIX}_{metric} {text}", f"# TYPE {PREFIX}_{metric} gauge"]
+            lines += [f"{PREFIX}_{metric}{_labels(key, metrics[key] or {})} {_number(value)}" for key, value in samples]
     if timestamp is not None:
         metric = f"{PREFIX}_metrics_written_timestamp_seconds"
         lines += [f"# HELP {metric} When these figures were written (Unix time).", f"# TYPE {metric} gauge", f"{metric} {float(timestamp)!r}"]
@@ -79,12 +97,17 @@ def summary_table(metrics: Mapping[str, Mapping], report: Mapping[str, Mapping] 
     ``delete_machine_report``, when given; else its outcome), seconds draining and terminating, Pods
     evicted, and what holds it now by verdict."""
     report = report or {}
-    rows = [("Machine", "status", "drain s", "terminate s", "evicted", "holds it now")]
+    # The replacement's columns when some Machine was replaced first or removed for good (replacement: none or first).
+    replaced = any("pool_short_seconds" in (figures or {}) for figures in metrics.values())
+    extra = ("replacement ready s", "short s") if replaced else ()
+    rows = [("Machine", "status", "drain s", "terminate s", *extra, "evicted", "holds it now")]
     for key in sorted(metrics):
         figures = metrics[key] or {}
         phases = figures.get("phase_seconds") or {}
         holds = ", ".join(f"{count} {verdict}" for verdict, count in sorted((figures.get("blockers_by_verdict") or {}).items())) or "-"
         seconds = [f"{phases[phase]:g}" if phase in phases else "-" for phase in TABLE_PHASES]
+        if replaced:
+            seconds += [f"{figures[name]:g}" if figures.get(name) is not None else "-" for name in ("replacement_ready_seconds", "pool_short_seconds")]
         status = (report.get(key) or {}).get("status") or figures.get("outcome") or "-"
         rows.append((key, str(status), *seconds, str(figures.get("evicted") or 0), holds))
     widths = [max(len(row[column]) for row in rows) for column in range(len(rows[0]))]

@@ -19,6 +19,13 @@ The rules, in docs/stalls.md:
 
 - a Pod is *to evict* when the drain decided ``Drain``, it is not terminating
   and it still runs; a budget counts it healthy when it is Ready;
+- a Pod to evict that runs and is not Ready meets its budget's
+  ``unhealthyPodEvictionPolicy`` (``_drain/budgets.py`` ``eviction_answer``,
+  the eviction API's own rule): under ``AlwaysAllow`` it goes whatever the
+  budget allows, under ``IfHealthyBudget`` (the default) only while the budget
+  has the healthy Pods it needs or allows a disruption; each such Pod's
+  predicted answer is listed, and one refused is a finding that holds its
+  Machine (never, when the budget needs every Pod it expects);
 - it *comes back* when a controller recreates it (not a bare Pod, not the Pod
   of a DaemonSet that is gone) and some Node outside the batch can take its
   replacement: Ready, not cordoned, not being deleted, no NoSchedule /
@@ -58,7 +65,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ansible_collections.lifecycle.machine.plugins.module_utils._delete.capacity import free_allocatable, pod_requests, shortfalls
-from ansible_collections.lifecycle.machine.plugins.module_utils._drain.budgets import covering_budgets, ready
+from ansible_collections.lifecycle.machine.plugins.module_utils._drain.budgets import (
+    REFUSED,
+    covering_budgets,
+    eviction_answer,
+    ready,
+    running_unready,
+    unhealthy_policy,
+)
 from ansible_collections.lifecycle.machine.plugins.module_utils._drain.logic import WARNING_NO_CONTROLLER, WARNING_ORPHANED_DAEMONSET
 from ansible_collections.lifecycle.machine.plugins.module_utils._drain.pods import controller_of, is_running, pod_key
 from ansible_collections.lifecycle.machine.plugins.module_utils._drain.rules import DRAIN
@@ -73,6 +87,7 @@ KIND_SINGLE_REPLICA = "single replica"
 KIND_WHOLE_WORKLOAD = "every replica in the batch"
 KIND_NO_NODE = "no node for replacements"
 KIND_NO_ROOM = "no room for replacements"
+KIND_UNREADY = "unready pod"
 
 # Taint effects that keep a Pod off a Node it does not tolerate.
 _BLOCKING_EFFECTS = ("NoSchedule", "NoExecute")
@@ -177,6 +192,21 @@ def why_not(node: dict, pod: dict | None = None) -> str | None:
 
 def _outside(nodes: list[dict], batch_nodes: set[str]) -> list[dict]:
     return [node for node in nodes if (node.get("metadata") or {}).get("name") not in batch_nodes]
+
+
+def replacement_nodes(nodes: list[dict], batch_nodes: list[str], surge: int) -> list[dict]:
+    """With replacement first, the Nodes of the replacements that stand beside the batch's (``surge`` of them at a
+    time): each assumed like the Node it replaces - its MachineSet's template - Ready, schedulable, its labels and
+    taints and allocatable, no Pod yet; named ``<node> (replacement)``."""
+    by_name = {(node.get("metadata") or {}).get("name"): node for node in nodes}
+    made = []
+    for name in [name for name in batch_nodes if name in by_name][: max(0, surge)]:
+        node = by_name[name]
+        labels = {key: value for key, value in ((node.get("metadata") or {}).get("labels") or {}).items() if key != "kubernetes.io/hostname"}
+        spec = {"taints": [taint for taint in (node.get("spec") or {}).get("taints") or [] if not taint.get("key", "").startswith("node.kubernetes.io/")]}
+        status = {"allocatable": dict((node.get("status") or {}).get("allocatable") or {}), "conditions": [{"type": "Ready", "status": "True"}]}
+        made.append({"metadata": {"name": f"{name} (replacement)", "labels": labels}, "spec": spec, "status": status})
+    return made
 
 
 # ---------------------------------------------------------------------------
@@ -289,6 +319,40 @@ def _budget_findings(pods: list[_Pod], budgets: list[dict], concurrency: int, lo
         if share is not None and (judged is None or judged.verdict != NEVER):
             shares[name] = share  # a budget that can never let all its Machines go is no reason to go slower
     return findings, shares
+
+
+def _unready_answers(pods: list[_Pod], budgets: list[dict]) -> tuple[list[dict], list[Finding]]:
+    """What the eviction API answers for each Pod to evict that runs and is not Ready, under its one budget's
+    unhealthyPodEvictionPolicy (``_drain/budgets.py`` ``eviction_answer``), and a finding for each one refused."""
+    answers, findings = [], []
+    for pod in pods:
+        covering = covering_budgets(pod.pod, budgets)
+        if not running_unready(pod.pod) or len(covering) != 1:
+            continue
+        budget = covering[0]
+        answer, why = eviction_answer(pod.pod, budget)
+        evidence = {**budget_evidence(budget), "pod": pod.key, "unhealthy_pod_eviction_policy": unhealthy_policy(budget)}
+        answers.append(
+            {
+                "pod": pod.key,
+                "machine": pod.machine,
+                "budget": evidence["budget"],
+                "policy": evidence["unhealthy_pod_eviction_policy"],
+                "answer": "refused" if answer == REFUSED else "evicted",
+                "reason": why,
+            }
+        )
+        if answer != REFUSED:
+            continue
+        needed, expected = evidence.get("needed_healthy"), evidence.get("expected_pods")
+        never = isinstance(needed, int) and isinstance(expected, int) and expected > 0 and needed >= expected
+        reason = f"budget {evidence['budget']}: {why}" + (
+            "; it needs every Pod it expects healthy, this one among them: it never goes until the budget (AlwaysAllow lets it go) or the workload changes"
+            if never
+            else "; it goes once the budget has the healthy Pods it needs again"
+        )
+        findings.append(Finding(KIND_UNREADY, (pod.machine,), f"Pod {pod.key}", NEVER if never else CLEARS, reason, True, evidence))
+    return answers, findings
 
 
 def _finish_at_most(healthy: list[_Pod], most: int) -> int:
@@ -504,7 +568,7 @@ def suggested_order(keys: list[str], findings: list[Finding], used_up: dict[str,
     return sorted(keys, key=lambda key: (key in hopeless, used_up.get(key, 0)))
 
 
-def batch_findings(facts: dict, concurrency: int) -> dict:
+def batch_findings(facts: dict, concurrency: int, surge: int = 0) -> dict:
     """What the batch does to itself, from what the check-mode run read (``facts``):
 
     ``machines``: one entry per Machine whose drain was previewed - ``key``, ``cluster`` (where its Node
@@ -515,8 +579,10 @@ def batch_findings(facts: dict, concurrency: int) -> dict:
     ``controllers`` (controller UID -> ``kind``, ``name``, ``replicas``, ``owner``: ``{kind, name}``).
 
     Returns ``findings`` (dicts: those that hold a deletion first, the gravest first), ``suggested_concurrency``,
-    ``suggested_order`` (:func:`suggested_order`), ``concurrency``, ``counted`` (the Machines counted) and
-    ``not_counted`` (per cluster, what could not be read)."""
+    ``suggested_order`` (:func:`suggested_order`), ``concurrency``, ``counted`` (the Machines counted),
+    ``unready_pods`` (what the eviction API answers for each Pod to evict that runs and is not Ready: ``pod``,
+    ``machine``, ``budget``, ``policy``, ``answer`` - evicted or refused - and ``reason``) and ``not_counted``
+    (per cluster, what could not be read)."""
     clusters = facts.get("clusters") or {}
     machines = [machine for machine in facts.get("machines") or [] if machine.get("node")]
     batch_nodes: dict[str, set[str]] = {}
@@ -530,11 +596,18 @@ def batch_findings(facts: dict, concurrency: int) -> dict:
     findings: list[Finding] = []
     shares: dict[str, list[int]] = {}
     used_up: dict[str, int] = {}
+    surged: dict[str, list[str]] = {}
+    unready: list[dict] = []
     for cluster in sorted({pod.cluster for pod in pods}):
         here = [pod for pod in pods if pod.cluster == cluster]
         known = clusters.get(cluster) or {}
         nodes = known.get("nodes")
         outside = _outside(nodes, batch_nodes.get(cluster, set())) if nodes is not None else []
+        if nodes is not None and surge:
+            order = [machine["node"] for machine in machines if (machine.get("cluster") or "") == cluster]
+            added = replacement_nodes(nodes, order, surge)
+            outside += added
+            surged.setdefault(cluster or "the cluster", []).extend(node["metadata"]["name"] for node in added)
         shorts: list[dict] = []
         if nodes is not None:
             for pod in here:
@@ -543,6 +616,9 @@ def batch_findings(facts: dict, concurrency: int) -> dict:
         lost = {pod.key for pod in here if not pod.recreated}
         budgets = known.get("budgets") or []
         found, cluster_shares = _budget_findings(here, budgets, concurrency, lost)
+        answers, unready_findings = _unready_answers(here, budgets)
+        unready.extend(answers)
+        findings.extend(unready_findings)
         shares.update({f"{cluster}|{name}": share for name, share in cluster_shares.items()})
         findings.extend(found)
         for finding in found:
@@ -563,6 +639,8 @@ def batch_findings(facts: dict, concurrency: int) -> dict:
         "suggested_concurrency": suggested_concurrency(shares, len(machines)),
         "suggested_order": suggested_order([machine["key"] for machine in machines], findings, used_up),
         "counted": sorted(machine["key"] for machine in machines),
+        **({"replacement_nodes": surged} if surge else {}),
+        "unready_pods": sorted(unready, key=lambda answer: answer["pod"]),
         "not_counted": {cluster or "the cluster": list(known["errors"]) for cluster, known in sorted(clusters.items()) if known.get("errors")},
     }
 

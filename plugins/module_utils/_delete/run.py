@@ -8,7 +8,9 @@ one, as the Machine controllers reconcile them side by side.
 Each Machine's share is a :class:`MachineDeletion` (a round: read it, mark it,
 drain, terminate); a live controller's deletion is followed by
 :class:`ControllerFollow`, and a step that could not finish in its turn is
-waited for and tried again by :class:`Again`. The stall policy (``_drain/stall_policy.py``)
+waited for and tried again by :class:`Again`; the Machine's place in its pool
+(``replacement``: the surge, the scale-down, the owner's record) is :class:`PoolPlace`'s,
+which leans on ``_replace/run.py``. The stall policy (``_drain/stall_policy.py``)
 is the drain's and the follow's alike."""
 
 from __future__ import annotations
@@ -19,12 +21,14 @@ from collections.abc import Callable
 from ansible_collections.lifecycle.machine.plugins.module_utils._delete.api import read_batch
 from ansible_collections.lifecycle.machine.plugins.module_utils._delete.followed import judge_reported_budgets
 from ansible_collections.lifecycle.machine.plugins.module_utils._delete.logic import (
+    AFTER,
     AWAITING_INSTANCE,
     DONE,
     DRAIN,
     DRAIN_PROGRESS,
     FAILED,
     IN_PROGRESS,
+    PAUSED,
     PLANNED,
     TERMINATE,
     DeleteRequest,
@@ -51,6 +55,9 @@ from ansible_collections.lifecycle.machine.plugins.module_utils._machine.api imp
     get_machine,
     machine_api_versions,
     node_steps_skip_reason,
+    read_gone_owner,
+    read_hands_off,
+    record_pause_override,
     require_namespace,
 )
 from ansible_collections.lifecycle.machine.plugins.module_utils._machine.blockers import (
@@ -72,9 +79,19 @@ from ansible_collections.lifecycle.machine.plugins.module_utils._machine.control
 )
 from ansible_collections.lifecycle.machine.plugins.module_utils._machine.feed import MachineFeeds
 from ansible_collections.lifecycle.machine.plugins.module_utils._machine.flavour import Flavour, flavour_for
+from ansible_collections.lifecycle.machine.plugins.module_utils._machine.inaction import (
+    authority_controller_blocker,
+    owner_gone_blocker,
+    paused_controller_blocker,
+    reported_deletion,
+)
+from ansible_collections.lifecycle.machine.plugins.module_utils._machine.migration import MACHINE_API, authority
+from ansible_collections.lifecycle.machine.plugins.module_utils._machine.pause import HandsOff, paused_since
 from ansible_collections.lifecycle.machine.plugins.module_utils._machine.scope import MachineScope
 from ansible_collections.lifecycle.machine.plugins.module_utils._machine.waits import actor_of, follow_controller, followed_blockers, read_refused_pods
 from ansible_collections.lifecycle.machine.plugins.module_utils._mark.run import mark
+from ansible_collections.lifecycle.machine.plugins.module_utils._replace.logic import FIRST
+from ansible_collections.lifecycle.machine.plugins.module_utils._replace.run import ReplacementPlan, ReplaceSettings, Replacing
 from ansible_collections.lifecycle.machine.plugins.module_utils._terminate.api import put_out_of_service
 from ansible_collections.lifecycle.machine.plugins.module_utils._terminate.logic import NODE_DELETION_FAILED, STEP_NODE
 from ansible_collections.lifecycle.machine.plugins.module_utils._terminate.out_of_service import SETTLED
@@ -89,7 +106,17 @@ class MachineDeletion:
     """One Machine's share of the task: mark it, drain, terminate, within its
     time budgets and the task's progress interval."""
 
-    def __init__(self, api: KubeApi, request: DeleteRequest, machine: dict, *, clock: dict, slice_end: float | None, feeds: MachineFeeds | None = None):
+    def __init__(
+        self,
+        api: KubeApi,
+        request: DeleteRequest,
+        machine: dict,
+        *,
+        clock: dict,
+        slice_end: float | None,
+        feeds: MachineFeeds | None = None,
+        replacing: Replacing | None = None,
+    ):
         self.api = api
         # The task's watch-fed Machines: after this call's one read of the Machine, it is read from there.
         self.feeds = feeds
@@ -105,6 +132,10 @@ class MachineDeletion:
         self.marked_at: float | None = None
         # Check mode: what its drain preview read (``DrainReport.preview``), for the preflight of the Machines together.
         self.preview: dict | None = None
+        # What its controllers leave alone, left alone (paused, another API authoritative, migrating).
+        self.left_alone = LeftAlone(self)
+        # Its place in its pool: what comes before its deletion request and after it is gone (``replacement``).
+        self.place = PoolPlace(self, replacing) if replacing is not None else None
 
     @property
     def key(self) -> str:
@@ -117,6 +148,8 @@ class MachineDeletion:
 
     def run(self) -> Outcome:
         outcome = self.outcome
+        if self.place is not None:
+            self.place.begin()
         try:
             while True:
                 self.again.pending = None
@@ -140,6 +173,8 @@ class MachineDeletion:
             outcome.status, outcome.message = FAILED, f"Kubernetes API error: {exc.describe()}"
         except MachineError as exc:
             outcome.status, outcome.message = FAILED, exc.msg
+        if self.place is not None:
+            self.place.end()
         return outcome
 
     def vet(self, machine: dict) -> None:
@@ -161,7 +196,9 @@ class MachineDeletion:
         flavour's finalizer) unless it is already, and who carries the deletion out decided
         once; None when this call ends here (gone, or still undecided: the outcome says why)."""
         request, outcome = self.request, self.outcome
-        machine = self.read()
+        go_on, machine = self.before_request(self.read())
+        if not go_on:
+            return None
         if machine is not None:
             machine = self.mark(machine)
         if machine is None:
@@ -171,6 +208,10 @@ class MachineDeletion:
         if request.check_mode:
             actor = self.decided(predicted_actor(machine, request.machine_controller))
             return MachineScope(machine, actor, marked_at=self.marked_at, reread=reread, view=self.feeds)
+        if self.left_alone.overridden and request.machine_controller == AUTO:
+            # Its controller leaves a paused Machine alone: following it would wait for nothing.
+            actor = Actor(COLLECTION, "its controller leaves the paused Machine alone: the collection carries out the deletion, as override_pause asks")
+            return MachineScope(machine, self.decided(actor), marked_at=self.marked_at, reread=reread, view=self.feeds)
         current, actor = actor_of(self.api, machine, request.machine_controller, request.controller_grace, marked_at=self.marked_at, deadline=self.slice_end)
         if actor.who not in (CONTROLLER, COLLECTION):
             outcome.status, outcome.step, outcome.message = IN_PROGRESS, DRAIN, actor.reason[:1].upper() + actor.reason[1:]
@@ -179,6 +220,17 @@ class MachineDeletion:
         scope.seen(current)
         scope.gone = current is None  # it went while its controller was looked for: followed, it is done
         return scope
+
+    def before_request(self, machine: dict | None) -> tuple[bool, dict | None]:
+        """What comes before the deletion request this round: what its controllers leave alone is left alone, then
+        its place in its pool (``replacement``, once per call). (Whether this round goes on, the Machine after.)"""
+        if machine is None:
+            return True, None
+        if self.left_alone.now(machine):
+            return False, machine
+        if self.place is not None and not self.place.prepared:
+            return self.place.prepare(machine)
+        return True, machine
 
     def read(self) -> dict | None:
         """The Machine now, from the task's feed (listed once per namespace, then watched), on the
@@ -250,6 +302,8 @@ class MachineDeletion:
         except MachineError as exc:
             outcome.drain = drain_summary(exc.result)
             outcome.changed |= bool(exc.result.get("changed"))
+            if self.left_alone.midway(exc.result, exc.msg):
+                return False
             if self.again.waiting_for_cluster(DRAIN, request.drain_timeout, exc.result, exc.msg, final):
                 return False
             if self.again.out_of_time(exc, request.drain_timeout, final, exc.result.get("message") or exc.msg):
@@ -277,6 +331,8 @@ class MachineDeletion:
         except MachineError as exc:
             outcome.terminate = terminate_summary(exc.result)
             outcome.changed |= bool(exc.result.get("changed"))
+            if self.left_alone.midway(exc.result, exc.msg):
+                return
             if self.again.waiting_for_cluster(TERMINATE, request.terminate_timeout, exc.result, exc.msg, final):
                 outcome.step = exc.result.get("next_step") or TERMINATE
                 return
@@ -295,6 +351,59 @@ class MachineDeletion:
             outcome.status, outcome.step, outcome.message = DONE, "release", "deleted"
         else:
             outcome.status, outcome.step = IN_PROGRESS, result.get("next_step") or TERMINATE
+
+
+class LeftAlone:
+    """What the Machine's controllers leave alone, the collection leaves alone too (docs/behaviour.md "Hands off"):
+    a paused Machine, one another API is authoritative for, one being migrated. Looked at before anything each round
+    (and from a step that stopped on it); a pause the user overrode (``override_pause``) is recorded once and gone on from."""
+
+    def __init__(self, deletion: MachineDeletion):
+        self.deletion = deletion
+        self.api, self.request, self.outcome = deletion.api, deletion.request, deletion.outcome
+        # The Machine is paused and the user overrode it: recorded on it once, then acted on.
+        self.overridden = False
+
+    def now(self, machine: dict) -> bool:
+        """Before anything this round: a Machine its controllers leave alone is left alone - True, the outcome says
+        why; a pause the user overrode is recorded on the Machine once and the deletion goes on (False)."""
+        held = read_hands_off(self.api, machine, flavour_for(machine), self.deletion.feeds)
+        if held is None:
+            self.outcome.hands_off = []
+            return False
+        if held.overridable and self.request.override_pause:
+            if not self.overridden:
+                record_pause_override(self.api, machine, held, self.request.override_pause, dry_run=self.request.check_mode)
+            self.overridden = True
+            return False
+        self.hold(held.message, [held.blocker.as_dict()], refuse=held.refuse)
+        return True
+
+    def hold(self, message: str, blockers: list[dict], *, refuse: bool) -> None:
+        """Hold a Machine its controllers leave alone: in progress, looked at again each round, within its drain
+        budget (nothing is done to it, so its first phase's time counts); failed at once when it is the wrong side of
+        OpenShift's migration, or with ``on_stall: fail``; planned in check mode, the blocker saying why."""
+        request, outcome, deletion = self.request, self.outcome, self.deletion
+        outcome.hands_off, outcome.step, outcome.message = blockers, PAUSED, message
+        if refuse:
+            raise MachineError(message)
+        if request.check_mode:
+            outcome.status = PLANNED
+            return
+        if request.stall.fails_at_once:
+            raise MachineError(f"{message} (on_stall is fail: the Machine fails at once)")
+        start_phase(deletion.clock, deletion.key, DRAIN, time.time())
+        if budget_left(deletion.clock, deletion.key, DRAIN, request.drain_timeout, time.time()) <= 0:
+            raise MachineError(f"Timed out after {request.drain_timeout} s: {message}")
+        outcome.status = IN_PROGRESS
+
+    def midway(self, result: dict, message: str) -> bool:
+        """A step that stopped because the Machine became one its controllers leave alone (paused while it ran)."""
+        if not result.get("hands_off"):
+            return False
+        blockers = [blocker for blocker in result.get("blockers") or [] if blocker.get("phase") == "paused"]
+        self.hold(message, blockers, refuse=result.get("hands_off") == "refuse")
+        return True
 
 
 class Again:
@@ -381,8 +490,8 @@ class ControllerFollow:
         """Between the drain and the termination, once more, on the Machine as the drain
         last saw or wrote it: a controller that answered late (auto) carries out the
         rest, followed, not raced."""
-        if self.request.machine_controller != AUTO or self.outcome.status in (FAILED, DONE):
-            return False
+        if self.request.machine_controller != AUTO or self.outcome.status in (FAILED, DONE) or self.deletion.left_alone.overridden:
+            return False  # (a paused controller whose pause the user overrode writes its Paused condition, and does nothing)
         actor = who_deletes(scope.machine, self.request.machine_controller, self.request.controller_grace, time.time(), marked_at=scope.marked_at)
         if not actor.controller:
             return False
@@ -418,6 +527,7 @@ class ControllerFollow:
                 continue
             if machine is not None:
                 found = followed_blockers(self.api, machine, flavour, progress, actor, draining=phase == DRAIN, judge=self.judge(machine, flavour))
+                found = [*self.will_not_act(machine, flavour, actor), *found]
                 outcome.followed_blockers = as_dicts(found)
                 stop = request.stall.stop_following(found, who)
                 if stop is not None:
@@ -428,6 +538,23 @@ class ControllerFollow:
                 raise MachineError(timeout_message(actor, progress, timeout))
             outcome.status, outcome.message = IN_PROGRESS, following_message(actor, progress)
             return
+
+    def will_not_act(self, machine: dict, flavour: Flavour, actor: Actor) -> list[Blocker]:
+        """What proves the followed controller will never act on this Machine (docs/stalls.md): it is paused (its
+        pause overridden for the collection, but the controller followed all the same), another API became
+        authoritative for it (OpenShift), or - Cluster API v1.14.2 - its owner MachineSet or MachineDeployment is
+        gone and the controller has not reported the deletion (the owners read only then)."""
+        who = f"controller {actor.manager}" if actor.manager else "the Machine's controller"
+        if flavour.holds_authority:
+            value = authority(machine)
+            return [] if value == MACHINE_API else [authority_controller_blocker(who, value, paused_since(flavour, machine))]
+        held: HandsOff | None = read_hands_off(self.api, machine, flavour, self.deletion.feeds) if self.deletion.left_alone.overridden else None
+        if held is not None and held.overridable:
+            return [paused_controller_blocker(who, held.cause, held.blocker.since)]
+        if reported_deletion(machine, flavour):
+            return []
+        owner = read_gone_owner(self.api, machine, flavour)
+        return [owner_gone_blocker(who, owner, machine["metadata"].get("deletionTimestamp"))] if owner else []
 
     def judge(self, machine: dict, flavour: Flavour) -> Callable[[list[Blocker]], list[Blocker]]:
         """The budget refusals a followed controller reports, judged as the collection's own drain judges them:
@@ -443,6 +570,69 @@ class ControllerFollow:
             return judge_reported_budgets(found, pods, budgets, unread)
 
         return judged
+
+
+class PoolPlace:
+    """What becomes of the Machine's place in its pool (``replacement``; the steps are ``_replace/run.py``'s
+    :class:`Replacing`): before the deletion request, once per call, the surge and the wait for the replacement, or
+    the owner's replicas lowered with the delete annotation (which ends in the deletion request, ``deletion.mark``);
+    when the call ends, the owner's record tidied once the Machine is gone, or the roll stopped when it failed."""
+
+    def __init__(self, deletion: MachineDeletion, replacing: Replacing):
+        self.deletion, self.replacing, self.outcome = deletion, replacing, deletion.outcome
+        # Whether this call is past the replacement's steps (they come once, before the deletion request).
+        self.prepared = False
+
+    def begin(self) -> None:
+        self.replacing.begin()
+
+    def prepare(self, machine: dict) -> tuple[bool, dict | None]:
+        """(whether the deletion goes on in this call, the Machine after the steps)."""
+        go_on, machine = self.replacing.prepare(machine, self.deletion.mark, self.deletion.slice_end)
+        state = self.replacing.state
+        self.outcome.replacement = state.as_dict()
+        self.outcome.changed |= state.changed
+        if not go_on:
+            self.outcome.status, self.outcome.step, self.outcome.message = IN_PROGRESS, "replace", state.message[:1].upper() + state.message[1:]
+            return False, machine
+        self.prepared = True
+        return True, machine
+
+    def end(self) -> None:
+        """Once this call's share of the Machine ends: the owner's record tidied when it is gone; a failure stops the roll."""
+        replacing, outcome = self.replacing, self.outcome
+        if outcome.status == DONE and not self.deletion.request.check_mode:
+            try:
+                replacing.gone()
+            except (ApiError, MachineError) as exc:
+                # The Machine is gone all the same; the next run on its owner tidies the record.
+                replacing.state.message = f"the owner's record was not tidied: {getattr(exc, 'msg', None) or exc}"
+        elif outcome.status == FAILED:
+            replacing.failed()
+        replacing.end()
+        outcome.replacement = replacing.state.as_dict()
+
+
+def surge(request: DeleteRequest) -> int:
+    """How many replacements stand beside the Machines being deleted at a time (replacement first), for the preflight's room."""
+    return min(request.concurrency, len(request.machines)) if request.replacement == FIRST else 0
+
+
+def replacement_plan(api: KubeApi, request: DeleteRequest) -> ReplacementPlan:
+    """The task's replacements (``replacement``): with none or first, every Machine and its owner read once and every
+    refusal made, before any Machine is touched (_replace/run.py)."""
+    settings = ReplaceSettings(
+        mode=request.replacement,
+        timeout=request.replacement_timeout,
+        concurrency=request.concurrency,
+        check_mode=request.check_mode,
+        wait_sleep=request.wait_sleep,
+        workload=request.workload,
+    )
+    plan = ReplacementPlan(api, settings, list(request.machines))
+    if request.replacement != AFTER:
+        plan.read()
+    return plan
 
 
 def previews(deletions: list[MachineDeletion]) -> list[tuple[str, dict | None, dict | None]]:
@@ -463,14 +653,23 @@ def delete_machines(api: KubeApi, request: DeleteRequest) -> dict:
     slice_end = started + request.progress_interval if request.progress_interval and not request.check_mode else None
     clock = {key: dict(phases) for key, phases in request.clock.items()}
     # The run keeps caches of what its Machines all read (_k8s/cache.py), and the task's Machines and Clusters.
+    plan = replacement_plan(api, request)
     api.keep_caches()
     feeds = MachineFeeds(api, request.machines)
-    deletions = [MachineDeletion(api.fork(), request, machine, clock=clock, slice_end=slice_end, feeds=feeds) for machine in request.machines]
+    deletions = []
+    for machine in request.machines:
+        fork = api.fork()
+        replacing = Replacing(fork, plan, machine_key(machine), clock)
+        deletions.append(MachineDeletion(fork, request, machine, clock=clock, slice_end=slice_end, feeds=feeds, replacing=replacing))
     # At most `concurrency` Machines at once, fewer while the API server's answers say it is not keeping up
     # (_k8s/flow.py): asking for more than the server can take never makes the task slower or bigger.
     flow = api.flow_control(max(1, min(request.concurrency, len(deletions))))
     try:
-        outcomes = flow.run_all(deletions, lambda deletion: deletion.run(), cancelled=lambda: api.cancelled)
+        # The Machines already under way first: with replacement none or first, the others wait for their slot.
+        order = sorted(deletions, key=lambda deletion: not plan.started(deletion.key))
+        answers = flow.run_all(order, lambda deletion: deletion.run(), cancelled=lambda: api.cancelled)
+        done = dict(zip((deletion.key for deletion in order), answers, strict=True))
+        outcomes = [done[deletion.key] for deletion in deletions]
     finally:
         feeds.stop()
         api.stop_caches()
@@ -480,7 +679,7 @@ def delete_machines(api: KubeApi, request: DeleteRequest) -> dict:
         if outcome.status == DONE and not request.check_mode and outcome.key in clock:
             start_phase(clock, outcome.key, DONE, now)  # when it finished, for the phases' figures
     by_status = {status: [outcome.as_dict() for outcome in outcomes if outcome.status == status] for status in (AWAITING_INSTANCE, FAILED)}
-    answer = preflight(outcomes, read_batch(api, request.workload, previews(deletions)), request.concurrency) if request.check_mode else None
+    answer = preflight(outcomes, read_batch(api, request.workload, previews(deletions)), request.concurrency, surge(request)) if request.check_mode else None
     known = {outcome.key for outcome in outcomes}
     return {
         "changed": any(outcome.changed for outcome in outcomes),

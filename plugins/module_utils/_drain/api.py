@@ -34,7 +34,7 @@ from ansible_collections.lifecycle.machine.plugins.module_utils._drain.escalatio
     permissions_needed,
     rule_names_wanted,
 )
-from ansible_collections.lifecycle.machine.plugins.module_utils._drain.evictions import eviction_failure_message
+from ansible_collections.lifecycle.machine.plugins.module_utils._drain.evictions import BUDGET_CAUSE, budget_cause, eviction_failure_message
 from ansible_collections.lifecycle.machine.plugins.module_utils._drain.feed import NodeWatch
 from ansible_collections.lifecycle.machine.plugins.module_utils._drain.logic import (
     UNREACHABLE_GRACE_PERIOD_SECONDS,
@@ -155,19 +155,19 @@ class PodContext:
         return {ref for ref, exists in self._daemonsets.items() if exists}
 
 
-def _failure(exc: ApiError) -> tuple[str | None, bool]:
-    """(failure message or None, gone) for a refused eviction or delete."""
+def _failure(exc: ApiError) -> tuple[str | None, bool, str | None]:
+    """(failure message or None, gone, the budget refusal it is or None) for a refused eviction or delete."""
     if exc.status == 409 and "precondition" in exc.message.lower():
         # The Pod we classified (by UID) no longer exists; another one took its name.
-        return None, True
+        return None, True, None
     details = exc.body.get("details")
     causes = (details.get("causes") or []) if isinstance(details, dict) else None
     message = eviction_failure_message(exc.status, exc.message, causes)
-    return message, message is None
+    return message, message is None, budget_cause(exc.status, exc.message, causes) if message is not None else None
 
 
-def _evict(api: KubeApi, pod: dict, *, grace_period: int | None, disable_eviction: bool, dry_run: bool) -> tuple[str | None, bool, int]:
-    """Evict (or delete) one Pod: (failure message or None, gone, HTTP status)."""
+def _evict(api: KubeApi, pod: dict, *, grace_period: int | None, disable_eviction: bool, dry_run: bool) -> tuple[str | None, bool, int, str | None]:
+    """Evict (or delete) one Pod: (failure message or None, gone, HTTP status, the budget refusal it is or None)."""
     meta = pod["metadata"]
     options: dict = {"preconditions": {"uid": meta.get("uid")}} if meta.get("uid") else {}
     if grace_period is not None:
@@ -177,8 +177,8 @@ def _evict(api: KubeApi, pod: dict, *, grace_period: int | None, disable_evictio
         if disable_eviction:
             body = {"apiVersion": "v1", "kind": "DeleteOptions", **options}
             if not api.delete(pod_path, body=body, dry_run=dry_run):
-                return None, True, 404
-            return None, False, 200
+                return None, True, 404, None
+            return None, False, 200, None
         body = {
             "apiVersion": "policy/v1",
             "kind": "Eviction",
@@ -197,12 +197,12 @@ def _evict(api: KubeApi, pod: dict, *, grace_period: int | None, disable_evictio
             verify=None if dry_run else _eviction_landed(api, pod),
         )
     except ApiError as exc:
-        failure, gone = _failure(exc)
-        return failure, gone, exc.status
+        failure, gone, cause = _failure(exc)
+        return failure, gone, exc.status, cause
     # An eviction whose answer was lost but which the Pod shows (terminating, or
     # already gone: a Pod with no grace period left goes at once) took effect:
     # it is this task's eviction, and the report counts it as evicted.
-    return None, False, 200
+    return None, False, 200, None
 
 
 _LANDED = "lifecycle.machine/eviction"
@@ -265,25 +265,28 @@ def evict_pods(
         return outcome
     groups = budget_groups(pods, budgets or [])
 
-    def chain(group: list[dict]) -> list[tuple[str, str | None, bool]]:
+    def chain(group: list[dict]) -> list[tuple[str, str | None, bool, str | None]]:
         results = []
-        budget = BudgetChain(group, [] if disable_eviction else budgets or [], predict=predict, dry_run=dry_run)
+        budget = BudgetChain(group, budgets or [], predict=predict and not disable_eviction, dry_run=dry_run and not disable_eviction)
         for pod in group:
             refusal = budget.refused(pod)
             if refusal is not None:
-                results.append((pod_key(pod), refusal, False))
+                results.append((pod_key(pod), refusal, False, BUDGET_CAUSE))
                 continue
-            failure, gone, status = _evict(api, pod, grace_period=grace_period, disable_eviction=disable_eviction, dry_run=dry_run)
-            results.append((pod_key(pod), budget.answered(pod, failure, status), gone))
+            failure, gone, status, cause = _evict(api, pod, grace_period=grace_period, disable_eviction=disable_eviction, dry_run=dry_run)
+            failure, cause = budget.answered(pod, failure, status, cause)
+            results.append((pod_key(pod), failure, gone, cause))
         return results
 
     with ThreadPoolExecutor(max_workers=min(EVICTION_WORKERS, len(groups))) as pool:
         results = [item for chained in pool.map(chain, groups) for item in chained]
-    for key, failure, gone in sorted(results):
+    for key, failure, gone, cause in sorted(results, key=lambda result: result[0]):
         if gone:
             outcome.gone.append(key)
         elif failure is not None:
             outcome.failures.setdefault(failure, []).append(key)
+            if cause is not None:
+                outcome.causes[failure] = cause
         else:
             outcome.evicted.append(key)
     return outcome

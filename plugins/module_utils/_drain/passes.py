@@ -20,6 +20,8 @@ class EvictionOutcome:
     evicted: list[str] = field(default_factory=list)
     gone: list[str] = field(default_factory=list)
     failures: dict[str, list[str]] = field(default_factory=dict)
+    # failure message -> the budget refusal it is (_drain/evictions.budget_cause), where a budget refused it.
+    causes: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass

@@ -11,6 +11,7 @@ from typing import Any
 from ansible_collections.lifecycle.machine.plugins.module_utils._drain.rules import normalize_rules
 from ansible_collections.lifecycle.machine.plugins.module_utils._drain.stall_policy import StallPolicy, progress_since
 from ansible_collections.lifecycle.machine.plugins.module_utils._machine.controller import AUTO, DEFAULT_GRACE
+from ansible_collections.lifecycle.machine.plugins.module_utils._machine.pause import override_errors
 from ansible_collections.lifecycle.machine.plugins.module_utils._options.logic import check_options, empty_names, invalid_names, seconds
 from ansible_collections.lifecycle.machine.plugins.module_utils._timeutil import now as utc_now
 from ansible_collections.lifecycle.machine.plugins.module_utils._workload.logic import WorkloadSettings, workload_settings
@@ -47,6 +48,8 @@ class DrainRequest:
     controller_grace: int = DEFAULT_GRACE
     # on_stall, stall_timeout, escalations and the last progress an earlier call saw (stall_policy.py).
     stall: StallPolicy = field(default_factory=StallPolicy)
+    # Who asked to act on a paused Machine, and why (_machine/pause.py); None: a paused Machine is left alone.
+    override_pause: str | None = None
 
     @classmethod
     def from_params(cls, params: dict[str, Any], check_mode: bool) -> DrainRequest:
@@ -56,6 +59,7 @@ class DrainRequest:
         since = progress_since(params.get("progress_since"), utc_now().timestamp())
         if params.get("progress_since") is not None and since is None:
             errors.append(f"progress_since must be epoch seconds no later than now, as a result's stall.progress_since says (got {params['progress_since']!r})")
+        errors += override_errors(params.get("override_pause"))
         check_options("machine_drain", params, BOUNDS, errors=errors)
         rules = normalize_rules(params["rules"] or [])  # validated once, here; bad rules fail before anything is read
         stall = StallPolicy.from_params(params, since=since)  # so are escalations
@@ -78,6 +82,7 @@ class DrainRequest:
             machine_controller=params.get("machine_controller") or AUTO,
             controller_grace=DEFAULT_GRACE if params.get("controller_grace") is None else params["controller_grace"],
             stall=stall,
+            override_pause=params.get("override_pause") or None,
         )
 
     @property

@@ -65,7 +65,10 @@ from ansible_collections.lifecycle.machine.plugins.module_utils._machine.api imp
     find_node_ref,
     get_cluster,
     get_node,
+    hands_off_result,
     node_steps_skip_reason,
+    read_hands_off,
+    record_pause_override,
     ref_path,
     refresh,
     select_machines,
@@ -80,7 +83,7 @@ from ansible_collections.lifecycle.machine.plugins.module_utils._machine.conditi
     STAGE_PRE_DRAIN,
     Stage,
 )
-from ansible_collections.lifecycle.machine.plugins.module_utils._machine.controller import ABSENT
+from ansible_collections.lifecycle.machine.plugins.module_utils._machine.controller import ABSENT, AUTO
 from ansible_collections.lifecycle.machine.plugins.module_utils._machine.deletion import node_work_over, object_state
 from ansible_collections.lifecycle.machine.plugins.module_utils._machine.flavour import (
     PRE_DRAIN,
@@ -418,6 +421,7 @@ class DrainRun:
         self.node_side = workload.NodeSide(api, lambda: self.machine, request.workload, lambda: self.recorder.flavour)
         # When the drain last made progress (wall clock, epoch seconds), for stall_timeout (docs/stalls.md).
         self.stall = request.stall.clock()
+        self.pause_overridden = False
 
     def node_api(self) -> KubeApi:
         """The connection to the Node (``node_side``); no way to the workload cluster: the Machine says so, nothing is touched."""
@@ -461,6 +465,7 @@ class DrainRun:
         try:
             if request.machine:
                 self.load_machine()
+                self.pause_overridden = hands_off(self, first=True)  # overridden: its (paused) controller is not followed
                 followed = self.followed()
                 if followed is not None:
                     return followed
@@ -536,7 +541,8 @@ class DrainRun:
         (``_machine/waits.followed_deletion``: nothing written), on the Machine the run read and within the
         task's deadline; None when the collection drains."""
         request, actor = self.request, self.scope.actor if self.scope is not None else None
-        if request.state != DRAINED or request.machine_controller == ABSENT or (actor is not None and not actor.controller):
+        overridden = self.pause_overridden and request.machine_controller == AUTO  # a paused controller does nothing
+        if request.state != DRAINED or request.machine_controller == ABSENT or (actor is not None and not actor.controller) or overridden:
             return None
         followed = followed_deletion(
             self.api,
@@ -559,9 +565,7 @@ class DrainRun:
         gate, state = self.gate, self.request.state
         if not first:
             gate.refresh()
-        paused = gate.flavour.not_authoritative(gate.machine)  # another API is authoritative for it (row O5)
-        if paused:
-            raise self.fail(paused)
+            hands_off(self, first=False)
         reason = gate.node_skip_reason()
         if reason:
             if not gate.node_name() and gate.flavour.drain_skipped_without_node:
@@ -774,6 +778,22 @@ class Drain:
             raise self.task.failed(exc) from None
         self.task.progress.after_pass(drain, self.report.node_name)  # as dry runs, and no Event
         return self.drained(drain) if drain.completed else self.task.result(False, drain.message)
+
+
+def hands_off(run: DrainRun, *, first: bool) -> bool:
+    """Before each pass: a Machine its controllers leave alone - paused, another API authoritative for it, being
+    migrated (docs/behaviour.md "Hands off") - is neither cordoned nor drained: the task fails, changing nothing,
+    with the blocker (``hands_off`` in the result tells machine_delete to hold it). A pause the user overrode
+    (``override_pause``) goes on (True), recorded once on the Machine (by machine_delete, when it runs the drain)."""
+    gate, request = run.gate, run.request
+    held = read_hands_off(run.api, gate.machine, gate.flavour, gate.view)
+    if held is None:
+        return False
+    if held.overridable and request.override_pause:
+        if first and run.scope is None:
+            record_pause_override(run.api, gate.machine, held, request.override_pause, dry_run=request.check_mode)
+        return True
+    raise run.fail(held.message, blockers=[held.blocker.as_dict()], hands_off=hands_off_result(held))
 
 
 def run_drain(api: KubeApi, request: DrainRequest) -> dict:

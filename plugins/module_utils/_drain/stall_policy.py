@@ -37,7 +37,7 @@ from ansible_collections.lifecycle.machine.plugins.module_utils._drain.escalatio
 from ansible_collections.lifecycle.machine.plugins.module_utils._drain.passes import DrainPass
 from ansible_collections.lifecycle.machine.plugins.module_utils._drain.pods import pod_key
 from ansible_collections.lifecycle.machine.plugins.module_utils._drain.rules import DRAIN, WAIT_COMPLETED
-from ansible_collections.lifecycle.machine.plugins.module_utils._machine.blockers import NEVER, Blocker
+from ansible_collections.lifecycle.machine.plugins.module_utils._machine.blockers import NEVER, PHASE_DRAIN, Blocker
 from ansible_collections.lifecycle.machine.plugins.module_utils._options.specs import ON_STALL_FAIL, ON_STALL_WAIT
 from ansible_collections.lifecycle.machine.plugins.module_utils._timeutil import rfc3339
 
@@ -158,8 +158,9 @@ def never_message(blockers: Sequence[Blocker], who: str) -> str | None:
     found = never(blockers)
     if not found:
         return None
+    what = "its drain" if all(blocker.phase == PHASE_DRAIN for blocker in found) else "the deletion"
     return (
-        f"Stopped following the deletion: {who} cannot finish its drain as things stand ({reasons(found)}); on_stall is fail,"
+        f"Stopped following the deletion: {who} cannot finish {what} as things stand ({reasons(found)}); on_stall is fail,"
         " so the task fails: nothing was overridden and the Machine stays with its controller, which goes on as soon as what holds it is fixed"
     )
 

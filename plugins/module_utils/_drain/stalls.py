@@ -32,8 +32,13 @@ from __future__ import annotations
 
 import datetime as _dt
 
-from ansible_collections.lifecycle.machine.plugins.module_utils._drain.budgets import covering_budgets
-from ansible_collections.lifecycle.machine.plugins.module_utils._drain.evictions import TERMINATING_NAMESPACE_MESSAGE
+from ansible_collections.lifecycle.machine.plugins.module_utils._drain.budgets import ALWAYS_ALLOW, covering_budgets, running_unready, unhealthy_policy
+from ansible_collections.lifecycle.machine.plugins.module_utils._drain.evictions import (
+    BUDGET_CAUSE,
+    NEGATIVE_ALLOWED_CAUSE,
+    TERMINATING_NAMESPACE_MESSAGE,
+    TOO_MANY_DISRUPTED_CAUSE,
+)
 from ansible_collections.lifecycle.machine.plugins.module_utils._drain.gates import node_machine
 from ansible_collections.lifecycle.machine.plugins.module_utils._drain.logic import PDB_MESSAGE, UNREACHABLE_SKIP_DELETED_SECONDS
 from ansible_collections.lifecycle.machine.plugins.module_utils._drain.passes import DrainPass
@@ -77,7 +82,11 @@ def budget_evidence(budget: dict) -> dict:
         "expected_pods": status.get("expectedPods"),
         "disruptions_allowed": status.get("disruptionsAllowed"),
     }
-    for key, name in (("minAvailable", "min_available"), ("maxUnavailable", "max_unavailable")):
+    for key, name in (
+        ("minAvailable", "min_available"),
+        ("maxUnavailable", "max_unavailable"),
+        ("unhealthyPodEvictionPolicy", "unhealthy_pod_eviction_policy"),
+    ):
         if key in spec:
             evidence[name] = spec[key]
     return evidence
@@ -114,12 +123,45 @@ def unfinished_evictions(budget: dict, pods: dict[str, dict]) -> dict[str, _dt.d
     return found
 
 
+def unready_refusal(key: str, budget: dict, evidence: dict) -> Blocker:
+    """A refused Pod that is Running but not Ready, by the budget's ``unhealthyPodEvictionPolicy`` (the eviction
+    API's own rule, ``_drain/budgets.py``): under ``AlwaysAllow`` the policy lets it go, so the refusal is a
+    budget not counted yet and clears; under ``IfHealthyBudget`` it goes once the budget has the healthy Pods
+    it needs - never, when it needs every Pod it expects (this one is among them, and not healthy)."""
+    policy = unhealthy_policy(budget)
+    evidence.update(unhealthy_pod_eviction_policy=policy, pod_ready=False)
+    name = evidence["budget"]
+    if policy == ALWAYS_ALLOW:
+        reason = (
+            f"budget {name} lets a Pod that is not Ready go whatever it allows (unhealthyPodEvictionPolicy AlwaysAllow): "
+            "its refusal clears once the disruption controller has counted the budget"
+        )
+        return Blocker(PHASE_DRAIN, KIND_BUDGET, f"Pod {key}", CLEARS, reason, evidence=evidence)
+    needed, expected, healthy = evidence.get("needed_healthy"), evidence.get("expected_pods"), evidence.get("healthy")
+    if all(isinstance(value, int) for value in (needed, expected)) and expected > 0 and needed >= expected:
+        reason = (
+            f"budget {name}: the Pod is not Ready, and under unhealthyPodEvictionPolicy {policy} a Pod that is not Ready goes only while the budget "
+            f"has the {needed} healthy Pods it needs - all {expected} it expects, this one among them - and once Ready it would need every Pod "
+            "healthy to allow one: no eviction is allowed until the budget (unhealthyPodEvictionPolicy: AlwaysAllow lets it go) or the workload changes"
+        )
+        return Blocker(PHASE_DRAIN, KIND_BUDGET, f"Pod {key}", NEVER, reason, evidence=evidence)
+    reason = (
+        f"budget {name}: the Pod is not Ready, and under unhealthyPodEvictionPolicy {policy} it goes once the budget has the healthy Pods it needs "
+        f"again ({healthy} of {needed})"
+    )
+    return Blocker(PHASE_DRAIN, KIND_BUDGET, f"Pod {key}", CLEARS, reason, evidence=evidence)
+
+
 def budget_blocker(key: str, budget: dict, pods: dict[str, dict | None]) -> Blocker:
     """What ``budget``, one of the budgets that select the Pod ``key``, makes of its refused eviction: never
     (it allows no eviction at all), clearing when the disruption controller counts again a Pod it still
     counts as being evicted (``pods``: the Node's Pods by key), or clearing once enough of its Pods are
-    healthy again. The collection's own drain and a followed controller's report are judged by it alike."""
+    healthy again. A Pod that is Running but not Ready is judged by the budget's unhealthyPodEvictionPolicy
+    (:func:`unready_refusal`). The collection's own drain and a followed controller's report are judged by it alike."""
     evidence = {"pod": key, **budget_evidence(budget)}
+    pod = pods.get(key)
+    if pod is not None and running_unready(pod):
+        return unready_refusal(key, budget, evidence)
     never = never_allows(budget)
     unfinished = unfinished_evictions(budget, pods)
     if never:
@@ -148,12 +190,34 @@ def _budget_blockers(key: str, pod: dict | None, budgets: list[dict], message: s
     return [budget_blocker(key, budget, pods) for budget in covering]
 
 
+# A budget's refusal the eviction API answers with 403 (its cause, _drain/evictions.budget_cause): verdict and reason.
+_FORBIDDEN_BY_BUDGET = {
+    NEGATIVE_ALLOWED_CAUSE: (
+        NEEDS_ACTION,
+        "its budget's status.disruptionsAllowed is negative, which the eviction API refuses outright; the disruption controller never writes"
+        " that: whoever wrote the budget's status must correct it",
+    ),
+    TOO_MANY_DISRUPTED_CAUSE: (
+        CLEARS,
+        "its budget holds more than 2000 evictions it granted and the disruption controller has not confirmed yet (status.disruptedPods);"
+        " the controller confirms or drops each within 2 minutes, and the drain asks again",
+    ),
+}
+
+
 def _failure_blockers(drain: DrainPass, budgets: list[dict]) -> list[Blocker]:
     pods = {pod_key(pod): pod for pod in drain.pods}
     blockers: list[Blocker] = []
     for message, keys in sorted(drain.outcome.failures.items()):
+        cause = drain.outcome.causes.get(message)
         for key in sorted(keys):
-            if message.startswith(PDB_MESSAGE):
+            if cause in _FORBIDDEN_BY_BUDGET:
+                verdict, reason = _FORBIDDEN_BY_BUDGET[cause]
+                covering = [budget_evidence(budget)["budget"] for budget in covering_budgets(pods[key], budgets)] if key in pods else []
+                blockers.append(
+                    Blocker(PHASE_DRAIN, KIND_BUDGET, f"Pod {key}", verdict, reason, evidence={"budgets": covering, "cause": cause, "answer": message})
+                )
+            elif cause == BUDGET_CAUSE or message.startswith(PDB_MESSAGE):
                 blockers.extend(_budget_blockers(key, pods.get(key), budgets, message, pods))
             elif TWO_BUDGETS_WORDS in message:
                 covering = [budget_evidence(budget)["budget"] for budget in covering_budgets(pods[key], budgets)] if key in pods else []

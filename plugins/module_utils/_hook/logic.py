@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 
 from ansible_collections.lifecycle.machine.plugins.module_utils._machine.conditions import hook_condition_type
 from ansible_collections.lifecycle.machine.plugins.module_utils._machine.flavour import Flavour, flavour_for, hooks_summary, machine_label
+from ansible_collections.lifecycle.machine.plugins.module_utils._machine.migration import hook_refusal
 from ansible_collections.lifecycle.machine.plugins.module_utils._machine.selection import MachineSelection, selection_errors
 from ansible_collections.lifecycle.machine.plugins.module_utils._options.logic import check_options
 
@@ -79,10 +80,15 @@ def hook_action(machine: dict, request: HookRequest) -> str:
     return NONE if existing.owner == request.owner else REOWNED
 
 
-def refusal(machine: dict, request: HookRequest) -> str | None:
-    """The message refusing the write on this Machine, or None when it may go ahead."""
+def refusal(machine: dict, request: HookRequest, mirrored: dict | None = None) -> str | None:
+    """The message refusing the write on this Machine, or None when it may go ahead. ``mirrored``: the Machine
+    API Machine a Cluster API Machine mirrors in OpenShift's move to Cluster API (its authority decides
+    where the admission policy lets hooks go; ``_machine/migration.py``)."""
     flavour = flavour_for(machine)
     errors = flavour.hook_write_errors(machine, request.point, request.name, request.written_owner)
+    elsewhere = hook_refusal(machine, flavour, request.point, request.name, mirrored)
+    if elsewhere and not errors:
+        errors = [elsewhere]
     if request.released and not errors:
         errors = flavour.condition_errors(request.condition_type, SUCCEEDED_REASON, success_condition(request, machine)["message"])
     if not errors:

@@ -8,7 +8,7 @@ from __future__ import annotations
 from ansible_collections.lifecycle.machine.plugins.module_utils._errors import MachineError
 from ansible_collections.lifecycle.machine.plugins.module_utils._hook.logic import SUCCEEDED_REASON, HookChange, HookRequest, refusal, stored, success_condition
 from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.client import KubeApi
-from ansible_collections.lifecycle.machine.plugins.module_utils._machine.api import emit_event, select_machines, update_with_retry
+from ansible_collections.lifecycle.machine.plugins.module_utils._machine.api import emit_event, read_mirror_authority, select_machines, update_with_retry
 from ansible_collections.lifecycle.machine.plugins.module_utils._machine.conditions import patch_builder
 from ansible_collections.lifecycle.machine.plugins.module_utils._machine.flavour import flavour_for, hooks_summary, machine_label
 from ansible_collections.lifecycle.machine.plugins.module_utils._timeutil import now
@@ -21,7 +21,7 @@ def manage_hook(api: KubeApi, request: HookRequest) -> dict:
     machines = select_machines(api, request.selection)
     # Validate every Machine before writing any, so bad input leaves nothing half-done.
     for machine in machines:
-        refused = refusal(machine, request)
+        refused = refusal(machine, request, read_mirror_authority(api, machine, flavour_for(machine)))
         if refused:
             raise MachineError(refused)
 

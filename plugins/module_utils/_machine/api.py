@@ -30,6 +30,9 @@ from ansible_collections.lifecycle.machine.plugins.module_utils._machine.flavour
     is_deleting,
     machine_label,
 )
+from ansible_collections.lifecycle.machine.plugins.module_utils._machine.inaction import gone_owner, owner_machine_deployment, owner_machine_set
+from ansible_collections.lifecycle.machine.plugins.module_utils._machine.migration import MACHINE_API, authority, cluster_api_side, mirror_of, openshift_side
+from ansible_collections.lifecycle.machine.plugins.module_utils._machine.pause import HandsOff, capi_pause, override_event
 from ansible_collections.lifecycle.machine.plugins.module_utils._machine.scope import CachedMachines
 from ansible_collections.lifecycle.machine.plugins.module_utils._machine.selection import MachineSelection, served_machine_apis, unserved_api_version
 from ansible_collections.lifecycle.machine.plugins.module_utils._timeutil import now, rfc3339
@@ -510,3 +513,76 @@ def record_once(api: KubeApi, machine: dict, patch: dict, recorded: Callable[[di
 
     machine, sent = update_with_retry(api, machine, build, status=status, dry_run=dry_run)
     return machine, sent is not None
+
+
+def read_hands_off(api: KubeApi, machine: dict, flavour: Flavour, view: Any = None) -> HandsOff | None:
+    """Why the collection leaves ``machine`` alone, as its controllers do (``_machine/pause.py``,
+    ``_machine/migration.py``); None when it may act. The migration first (reading the Machine's mirror on
+    the other side, only in the migration's namespaces or for a Machine API Machine another API is
+    authoritative for), then Cluster API's pause (its Cluster, from ``view`` when the task has one)."""
+    mirror = mirror_of(machine, flavour)
+    if flavour.holds_authority:
+        if authority(machine) == MACHINE_API:
+            return None
+        served = capi_api_version(api) if mirror is not None else None
+        found = get_machine(api, mirror.namespace, mirror.name, served) if mirror is not None and served else None
+        return openshift_side(machine, flavour, (found or {}).get("apiVersion"), None if not served else found is not None)
+    held = cluster_api_side(machine, flavour, read_mirror_authority(api, machine, flavour))
+    if held is not None or not flavour.pausable:
+        return held
+    return capi_pause(machine, flavour, get_cluster(api, machine, flavour, view))
+
+
+def hands_off_result(held: HandsOff) -> str:
+    """What a step's failure result says of a Machine it left alone (``hands_off``): ``refuse`` (the wrong side of a
+    migration: machine_delete fails it) or ``hold`` (paused, migrating: machine_delete holds it in progress)."""
+    return "refuse" if held.refuse else "hold"
+
+
+def read_mirror_authority(api: KubeApi, machine: dict, flavour: Flavour) -> dict | None:
+    """The Machine API Machine a Cluster API Machine mirrors (its authority decides where hooks may go); None
+    when it mirrors none (outside the migration's namespace, or the cluster serves no Machine API)."""
+    mirror = mirror_of(machine, flavour)
+    if flavour.holds_authority or mirror is None or "v1beta1" not in api.served_versions(mirror.group):
+        return None
+    return get_machine(api, mirror.namespace, mirror.name, f"{mirror.group}/v1beta1")
+
+
+def who_asks(api: KubeApi) -> str | None:
+    """The user the API server knows the task as (a SelfSubjectReview); None when it cannot tell."""
+    body = {"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"}
+    try:
+        answer = api.create(resource_path("authentication.k8s.io/v1", "selfsubjectreviews"), body, retry=True)
+    except ApiError:
+        return None
+    return ((answer.get("status") or {}).get("userInfo") or {}).get("username") or None
+
+
+def record_pause_override(api: KubeApi, machine: dict, held: HandsOff, reason: str, *, dry_run: bool = False) -> None:
+    """The Warning Event that records, on a paused Machine the collection acts on, who asked and why
+    (``override_pause``); none in a dry run. Best effort, as the upstream recorders."""
+    if dry_run:
+        return
+    meta = machine["metadata"]
+    _type, event_reason, _message = override_event(held, reason, None)
+    with contextlib.suppress(ApiError):
+        # Once per Machine and request: a later round (progress_interval), or a later run asked the same, finds it.
+        selector = f"involvedObject.uid={meta.get('uid')},reason={event_reason}"
+        for event in api.list(resource_path("v1", "events", meta["namespace"]), field_selector=selector):
+            if str(event.get("message") or "").endswith(f": {reason}"):
+                return
+        emit_event(api, machine, *override_event(held, reason, who_asks(api)))
+
+
+def read_gone_owner(api: KubeApi, machine: dict, flavour: Flavour) -> str | None:
+    """The owner Cluster API v1.14.2's Machine controller looks up for ``machine`` and would not find (its
+    MachineSet, then that MachineSet's MachineDeployment: one GET each, only as far as it has them);
+    None when every one is there."""
+    machine_set_name = owner_machine_set(machine, flavour)
+    if machine_set_name is None:
+        return None
+    namespace = machine["metadata"]["namespace"]
+    machine_set = api.get(resource_path(machine["apiVersion"], "machinesets", namespace, machine_set_name))
+    deployment_name = owner_machine_deployment(machine_set)
+    deployment = api.get(resource_path(machine["apiVersion"], "machinedeployments", namespace, deployment_name)) if deployment_name else None
+    return gone_owner(machine, machine_set_name, machine_set, deployment_name, deployment)

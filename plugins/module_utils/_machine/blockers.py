@@ -25,6 +25,8 @@ PHASE_PRE_TERMINATE = "preTerminate hook"
 PHASE_INFRASTRUCTURE = "infrastructure"
 PHASE_NODE = "node"
 PHASE_CONTROLLER = "controller"
+# Before anything: the Machine is left alone as its controllers leave it (paused, another API authoritative).
+PHASE_PAUSED = "paused"
 
 # Kinds.
 KIND_HOOK = "hook"
@@ -44,6 +46,10 @@ KIND_NODE_DELETION_ERROR = "node deletion error"
 KIND_DRAIN_UNFINISHED = "drain unfinished"
 KIND_CONTROLLER = "controller"
 KIND_CONTROLLER_STALLED = "controller not progressing"
+KIND_CONTROLLER_WILL_NOT_ACT = "controller will not act"
+KIND_PAUSED = "paused"
+KIND_MIGRATING = "migration in progress"
+KIND_AUTHORITY_ELSEWHERE = "authority elsewhere"
 
 # Verdicts.
 CLEARS = "clears by itself"

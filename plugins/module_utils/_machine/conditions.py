@@ -77,6 +77,8 @@ class Stage:
     hooks: list[Any] = field(default_factory=list)
     kind: str = ""
     infra_machine: dict | None = None
+    # A look that ended in an error (the volume wait: a VolumeAttachment naming no PersistentVolume): the Warning Event says it.
+    error: str = ""
 
 
 def _condition(condition_type: str, status: str, reason: str = "", message: str = "", severity: str = "") -> dict:

@@ -8,13 +8,15 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from ansible_collections.lifecycle.machine.plugins.module_utils._machine.flavour import Flavour, is_deleting
+from ansible_collections.lifecycle.machine.plugins.module_utils._machine.pause import override_errors
 from ansible_collections.lifecycle.machine.plugins.module_utils._machine.selection import MachineSelection, selection_errors
 from ansible_collections.lifecycle.machine.plugins.module_utils._options.logic import check_options
 
 
 def mark_selection(params: dict) -> MachineSelection:
     """The Machines a task marks; MachineError when the options would choose every Machine."""
-    check_options("machine_mark_for_deletion", params, (), errors=selection_errors(params, writes=True))
+    errors = [*selection_errors(params, writes=True), *override_errors(params.get("override_pause"))]
+    check_options("machine_mark_for_deletion", params, (), errors=errors)
     return MachineSelection.from_params(params)
 
 

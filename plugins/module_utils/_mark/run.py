@@ -7,10 +7,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from ansible_collections.lifecycle.machine.plugins.module_utils._errors import MachineError
 from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.client import KubeApi
 from ansible_collections.lifecycle.machine.plugins.module_utils._machine.api import (
     get_machine,
     machine_path,
+    read_hands_off,
+    record_pause_override,
     refresh,
     require_namespace,
     select_machines,
@@ -60,13 +63,32 @@ def marked_from(answer: dict, machine: dict) -> dict | None:
     return {**answer, "apiVersion": machine["apiVersion"]}
 
 
-def mark_for_deletion(api: KubeApi, selection: MachineSelection, check_mode: bool, vet: Callable[[dict], None] | None = None) -> dict:
+def hands_off_first(api: KubeApi, machines: list[dict], override: str | None, check_mode: bool) -> None:
+    """Before any Machine is marked: each chosen Machine not being deleted yet that its controllers leave alone
+    (paused, another API authoritative; ``_machine/pause.py``) fails the task, changing nothing - unless
+    ``override`` (``override_pause``) names who asked to act on a paused one, which is then recorded on it."""
+    held = []
+    for machine in machines:
+        found = None if machine["metadata"].get("deletionTimestamp") else read_hands_off(api, machine, flavour_for(machine))
+        if found is not None:
+            held.append((machine, found))
+    refused = [found for _machine, found in held if not (found.overridable and override)]
+    if refused:
+        raise MachineError("; ".join(found.message for found in refused), blockers=[found.blocker.as_dict() for found in refused])
+    for machine, found in held:
+        record_pause_override(api, machine, found, override or "", dry_run=check_mode)
+
+
+def mark_for_deletion(
+    api: KubeApi, selection: MachineSelection, check_mode: bool, vet: Callable[[dict], None] | None = None, *, override_pause: str | None = None
+) -> dict:
     if selection.machine and selection.namespace and get_machine(api, selection.namespace, selection.machine, selection.api_version) is None:
         # Already gone: deleting it again is done (a re-run after the Machine went) - unless no Machine can be there.
         require_namespace(api, selection.namespace)
         absent = {"name": selection.machine, "namespace": selection.namespace, "api_version": selection.api_version, "action": "absent"}
         return {"changed": False, "machines": [{**absent, "finalizer_added": False, "held": False}]}
     machines = select_machines(api, selection)
+    hands_off_first(api, machines, override_pause, check_mode)
     results, before, after = [], {}, {}
     for machine in machines:
         entry, diff, _current = mark(api, machine, check_mode, vet)

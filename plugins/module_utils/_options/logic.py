@@ -137,6 +137,7 @@ DURATION_OPTIONS = (
     "controller_grace",
     "resync_interval",
     "stall_timeout",
+    "replacement_timeout",
 )
 DURATION_RULE = "a number of seconds or a Go duration such as 90s, 5m or 1h30m"
 _WHOLE = re.compile(r"[+-]?[0-9]+")

@@ -46,6 +46,12 @@ def stall_spec() -> dict:
     }
 
 
+def pause_spec() -> dict:
+    """``override_pause``: who asked to act on a paused Machine, and why (unset: a paused Machine is left alone;
+    ``_machine/pause.py``). Every module that changes a Machine's deletion takes it."""
+    return {"override_pause": {"type": "str"}}
+
+
 def machine_side_spec() -> dict:
     """``workload_cluster``, ``machine_controller`` and ``controller_grace``, as every module that acts on a Machine's Node takes them."""
     return {

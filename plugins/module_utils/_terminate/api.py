@@ -227,10 +227,16 @@ def _stage_action(stage: Stage | None) -> str:
 
 def _volumes_detached_event(api: KubeApi, machine: dict, flavour: Flavour, stages_written: list) -> None:
     """The Event upstream records when VolumesDetached is written. A Machine without a Node had no
-    volumes to wait for: no Event naming a Node it does not have."""
+    volumes to wait for: no Event naming a Node it does not have. And the Warning it records when a
+    look of the wait ends in an error (written with the wait's error message: once per change)."""
     node_name = flavour.node_name(machine)
     if node_name and any(stage is not None and stage.name == STAGE_VOLUMES_DETACHED for stage in stages_written):
         emit_event(api, machine, "Normal", "NodeVolumesDetached", f'success waiting for node volumes detaching Machine\'s node "{node_name}"')
+    for stage in stages_written:
+        if node_name and stage is not None and stage.error:
+            emit_event(
+                api, machine, "Warning", "FailedWaitForVolumeDetach", f'error waiting for node volumes detaching, Machine\'s node "{node_name}": {stage.error}'
+            )
 
 
 def record_stage(api: KubeApi, machine: dict, flavour: Flavour, stage: Stage | None, *, dry_run: bool = False) -> tuple[dict, str | None]:

@@ -40,8 +40,9 @@ from ansible_collections.lifecycle.machine.plugins.module_utils._machine.flavour
     is_deleting,
     machine_label,
 )
+from ansible_collections.lifecycle.machine.plugins.module_utils._machine.pause import HandsOff, override_errors
 from ansible_collections.lifecycle.machine.plugins.module_utils._options.logic import check_options, empty_names, invalid_names, seconds
-from ansible_collections.lifecycle.machine.plugins.module_utils._terminate.volumes import VolumeWaitStatus, volume_detach_message
+from ansible_collections.lifecycle.machine.plugins.module_utils._terminate.volumes import VOLUME_ERROR_MESSAGE, VolumeWaitStatus, volume_detach_message
 from ansible_collections.lifecycle.machine.plugins.module_utils._timeutil import parse_time, rfc3339
 from ansible_collections.lifecycle.machine.plugins.module_utils._workload.logic import WorkloadSettings, workload_settings
 
@@ -68,12 +69,15 @@ class TerminateRequest:
     # Who terminates a Machine being deleted: its live controller (followed) or the collection (_machine/controller.py).
     machine_controller: str = AUTO
     controller_grace: int = DEFAULT_GRACE
+    # Who asked to act on a paused Machine, and why (_machine/pause.py); None: a paused Machine is left alone.
+    override_pause: str | None = None
 
     @classmethod
     def from_params(cls, params: dict, check_mode: bool) -> TerminateRequest:
         """The request of a task; MachineError naming every option out of range."""
         errors = empty_names(params, ("machine", "namespace")) + invalid_names(params, ("machine",), ("namespace",))
         workload = workload_settings(params.get("workload_cluster"), errors)
+        errors += override_errors(params.get("override_pause"))
         check_options("machine_terminate", params, BOUNDS, errors=errors)
         return cls(
             namespace=params["namespace"],
@@ -89,6 +93,7 @@ class TerminateRequest:
             workload=workload,
             machine_controller=params.get("machine_controller") or AUTO,
             controller_grace=DEFAULT_GRACE if params.get("controller_grace") is None else params["controller_grace"],
+            override_pause=params.get("override_pause") or None,
         )
 
 
@@ -155,6 +160,8 @@ class Facts:
     bootstrap: ObjectState | None = None
     instance_terminated: bool = False
     node_deletion_abandoned: str | None = None
+    # Why the Machine is left alone, as its controllers leave it (paused, another API authoritative; not overridden).
+    hands_off: HandsOff | None = None
 
 
 @dataclass
@@ -393,6 +400,13 @@ def _volumes_seen(status: VolumeWaitStatus, started_at: _dt.datetime | None, bui
             builder.add(STEP_VOLUMES, WAITING, "volumes are still attached; recording when the wait started")
             builder.volumes = _volumes_summary(status, None, None)
             return builder.finish(RECORD_VOLUME_START)
+        if status.error:
+            # As Cluster API v1.14.2: its Deleting message, the error in a Warning Event, and the wait goes on.
+            message = f"{VOLUME_ERROR_MESSAGE}: {status.error}"
+            builder.add(STEP_VOLUMES, WAITING, message)
+            builder.stages.append(Stage(STAGE_VOLUMES, message=VOLUME_ERROR_MESSAGE, error=status.error))
+            builder.volumes = _volumes_summary(status, None, started_at, message)
+            return builder.finish(WAIT_VOLUMES, message=message)
         message = volume_detach_message(started_at, status)
         builder.add(STEP_VOLUMES, WAITING, message)
         builder.stages.append(Stage(STAGE_VOLUMES, message=message))
@@ -525,10 +539,9 @@ def decide(facts: Facts, flavour: Flavour) -> Decision:
             "(metadata.deletionTimestamp is not set); delete the Machine first"
         )
         return builder.finish(REFUSE, message=message)
-    paused = flavour.not_authoritative(machine)
-    if paused:
-        # As OpenShift's machine controller: a Machine another API is authoritative for is left alone (row O5).
-        return builder.finish(REFUSE, message=paused)
+    if facts.hands_off is not None:
+        # As its controllers: a paused Machine, or one another API is authoritative for (row O5), is left alone.
+        return builder.finish(REFUSE, message=facts.hands_off.message)
     for step in _STEPS:
         stop = step(facts, flavour, builder)
         if stop is not None:

@@ -23,12 +23,17 @@ from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.errors impo
 from ansible_collections.lifecycle.machine.plugins.module_utils._machine.api import (
     DeletionRecorder,
     get_machine,
+    hands_off_result,
+    read_hands_off,
+    record_pause_override,
     refresh,
     require_namespace,
     wait_for_machine,
 )
+from ansible_collections.lifecycle.machine.plugins.module_utils._machine.controller import AUTO
 from ansible_collections.lifecycle.machine.plugins.module_utils._machine.deletion import ObjectState
 from ansible_collections.lifecycle.machine.plugins.module_utils._machine.flavour import PRE_TERMINATE, Flavour, flavour_for, machine_label
+from ansible_collections.lifecycle.machine.plugins.module_utils._machine.pause import HandsOff
 from ansible_collections.lifecycle.machine.plugins.module_utils._machine.scope import CachedMachines, MachineScope
 from ansible_collections.lifecycle.machine.plugins.module_utils._machine.waits import followed_deletion
 from ansible_collections.lifecycle.machine.plugins.module_utils._terminate import api as terminate_api
@@ -201,6 +206,7 @@ class Termination:
             read_node=self.nodes.read,
         )
         if facts.machine is not None:
+            facts.hands_off = left_alone(self.api, facts.machine, self.flavour, self.view, self.request.override_pause)
             found = self.flavour.node_name(facts.machine)
             if found and machine is not None and not self.flavour.node_name(machine):
                 self.report.wrote(f"record Node {found}, found by providerID, as the Machine's nodeRef")
@@ -216,7 +222,7 @@ class Termination:
         if action in (OBSERVE_VOLUMES, OBSERVE_INFRASTRUCTURE, OBSERVE_BOOTSTRAP):
             return self.observe_more(decision, facts)
         if action == REFUSE:
-            raise MachineError(decision.message, **self.result())
+            raise MachineError(decision.message, **self.result(), **({"hands_off": hands_off_result(facts.hands_off)} if facts.hands_off is not None else {}))
         if self.stages.record(decision, facts):
             return facts
         if action in (FINISHED, AWAIT_INSTANCE):
@@ -405,14 +411,37 @@ def terminate_machine(api: KubeApi, request: TerminateRequest, out_of_service: M
         # Already terminated and released: a second run has nothing to do - unless no Machine can be there.
         require_namespace(api, request.namespace)
         return gone_result(request.namespace, request.machine, request.api_version, now())
+    overridden = pause_first(api, machine, request)
     confirmation = (out_of_service or {}).get(f"{request.namespace}/{request.machine}")
     taint = None if confirmation is None else taint_node(api, machine, request, confirmation)
     try:
-        result = _terminate(api, request, machine, started)
+        result = _terminate(api, request, machine, started, pause_overridden=overridden)
     except MachineError as exc:
         exc.result.update(with_taint(exc.result, taint))
         raise
     return with_taint(result, taint)
+
+
+def left_alone(api: KubeApi, machine: dict, flavour: Flavour, view: CachedMachines | None, override: str | None) -> HandsOff | None:
+    """Why the Machine is left alone at this look (paused, another API authoritative, migrating), unless the
+    user overrode its pause (``override_pause``); None when the termination may act (docs/behaviour.md "Hands off")."""
+    held = read_hands_off(api, machine, flavour, view)
+    return None if held is None or (held.overridable and override) else held
+
+
+def pause_first(api: KubeApi, machine: dict, request: TerminateRequest) -> bool:
+    """Before anything (the out-of-service taint included): a Machine its controllers leave alone is refused,
+    changing nothing, unless the user overrode its pause, which is then recorded on it; whether it was overridden."""
+    flavour = flavour_for(machine)
+    held = read_hands_off(api, machine, flavour)
+    if held is None:
+        return False
+    if not (held.overridable and request.override_pause):
+        report = Report(machine, flavour, started=api.monotonic(), started_at=now(), check_mode=request.check_mode)
+        result = {**report.result(api.monotonic()), "blockers": [held.blocker.as_dict()], "hands_off": hands_off_result(held)}
+        raise MachineError(held.message, **result)
+    record_pause_override(api, machine, held, request.override_pause, dry_run=request.check_mode)
+    return True
 
 
 def taint_node(api: KubeApi, machine: dict, request: TerminateRequest, confirmation: OutOfService) -> dict:
@@ -433,8 +462,11 @@ def with_taint(result: dict, taint: dict | None) -> dict:
     return {**result, "out_of_service": taint, "changed": bool(result.get("changed")) or (taint["applied"] and not taint["dry_run"])}
 
 
-def _terminate(api: KubeApi, request: TerminateRequest, machine: dict, started: float) -> dict:
-    """The termination of the Machine as read: its live controller followed, or the steps carried out."""
+def _terminate(api: KubeApi, request: TerminateRequest, machine: dict, started: float, *, pause_overridden: bool = False) -> dict:
+    """The termination of the Machine as read: its live controller followed, or the steps carried out
+    (a paused Machine whose pause the user overrode is not followed with ``auto``: its controller does nothing)."""
+    if pause_overridden and request.machine_controller == AUTO:
+        return Termination(api, machine, request, started=started).run()
     # A Machine being deleted by its live controller: the controller's termination is followed, nothing written.
     followed = followed_deletion(
         api,

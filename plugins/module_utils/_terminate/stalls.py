@@ -56,7 +56,17 @@ def _volume_blockers(facts: Facts, flavour: Flavour) -> list[Blocker]:
         + [f"attached volume {name}" for name in status.unmatched_attached]
         + [f"VolumeAttachment {name}" for name in status.unmatched_attachments]
     )
-    return [Blocker(PHASE_VOLUMES, KIND_VOLUME_ATTACHMENT, name, CLEARS, reason, since) for name in objects]
+    found = [Blocker(PHASE_VOLUMES, KIND_VOLUME_ATTACHMENT, name, CLEARS, reason, since) for name in objects]
+    unnamed = (
+        "it names no PersistentVolume (an inline or migrated volume): Cluster API v1.14.2 ends each look of its volume wait with an error"
+        " while it is attached, and the wait goes on; the attach/detach controller detaches it once no Pod on the Node uses it, and the"
+        " Machine's volume-detach timeout ends the wait"
+    )
+    found += [
+        Blocker(PHASE_VOLUMES, KIND_VOLUME_ATTACHMENT, f"VolumeAttachment {name}", CLEARS, unnamed, since, {"error": status.error})
+        for name in status.without_pv
+    ]
+    return found
 
 
 def _object_blocker(decision: Decision, state: ObjectState | None) -> list[Blocker]:
@@ -73,6 +83,8 @@ def _object_blocker(decision: Decision, state: ObjectState | None) -> list[Block
 
 def _refusal_blockers(decision: Decision, facts: Facts, flavour: Flavour) -> list[Blocker]:
     machine = facts.machine or {}
+    if facts.hands_off is not None:
+        return [facts.hands_off.blocker]
     if decision.blocked_by:
         return hook_blockers(flavour, machine, PRE_DRAIN, decision.blocked_by)
     if any(step.name == STEP_DRAIN and step.status == BLOCKED for step in decision.steps):

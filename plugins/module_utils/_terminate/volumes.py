@@ -33,6 +33,11 @@ LINE_PVS_WITHOUT_CLAIM = "* PersistentVolumes without a .spec.claimRef to a Pers
 LINE_UNMATCHED_ATTACHED = "* Node with .status.volumesAttached entries not matching a PersistentVolume: "
 LINE_UNMATCHED_ATTACHMENTS = "* VolumeAttachment with .spec.source.persistentVolumeName not matching a PersistentVolume: "
 
+# Cluster API v1.14.2 stops each look of its wait with an error while a VolumeAttachment of the Node names no
+# PersistentVolume (an inline or CSI-migrated volume): its Deleting message and the error (its Event says it).
+VOLUME_ERROR_MESSAGE = "Error waiting for volumes to be detached from Node, please check controller logs for errors"
+NO_PV_NAME_ERROR = "spec.source.persistentVolumeName for VolumeAttachment {name} is not set"
+
 SKIP_NODE_GONE = "Node not found, skip waiting for volume detachment"
 SKIP_NODE_UNREACHABLE = "Node is unreachable, skip waiting for volume detachment"
 
@@ -140,6 +145,9 @@ class VolumeWaitStatus:
     ``ignored_pvcs``: attached claims not waited for because a pod the drain
     skipped uses them (reported, never blocking).
     ``skipped``: why the wait does not apply at all (Node gone or unreachable), else ``None``.
+    ``without_pv``: names of attached VolumeAttachments of the Node that name no PersistentVolume;
+    while there is one, ``error`` is Cluster API's (the first by name, as it lists them) and the
+    wait goes on as its controller's does, each look ending in that error.
     """
 
     pvcs: list[str] = field(default_factory=list)
@@ -148,10 +156,15 @@ class VolumeWaitStatus:
     unmatched_attachments: list[str] = field(default_factory=list)
     ignored_pvcs: list[str] = field(default_factory=list)
     skipped: str | None = None
+    without_pv: list[str] = field(default_factory=list)
+
+    @property
+    def error(self) -> str | None:
+        return NO_PV_NAME_ERROR.format(name=self.without_pv[0]) if self.without_pv else None
 
     @property
     def waiting(self) -> bool:
-        return bool(self.pvcs or self.pvs_without_claim or self.unmatched_attached or self.unmatched_attachments)
+        return bool(self.pvcs or self.pvs_without_claim or self.unmatched_attached or self.unmatched_attachments or self.without_pv)
 
     def as_dict(self) -> dict:
         return {
@@ -162,6 +175,8 @@ class VolumeWaitStatus:
             "unmatched_attachments": list(self.unmatched_attachments),
             "ignored_pvcs": list(self.ignored_pvcs),
             "skipped": self.skipped,
+            "without_pv": list(self.without_pv),
+            "error": self.error,
         }
 
 
@@ -188,6 +203,10 @@ def volumes_to_wait_for(
     attached = attached_volumes(node, volume_attachments)
     if attached.empty:
         return VolumeWaitStatus()
+    without_pv = sorted(name for name, pv_name in attached.attachments.items() if not pv_name)
+    if without_pv:
+        # As Cluster API v1.14.2: an error before anything else is looked at, which holds the wait while it lasts.
+        return VolumeWaitStatus(without_pv=without_pv)
 
     claims_to_ignore = claims_of_pods(skipped_pods)
     attached_volume_names = set(attached.volume_names)

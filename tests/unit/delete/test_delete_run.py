@@ -59,7 +59,7 @@ def pod(place: World) -> None:
         "metadata": {"name": "web-0", "namespace": NS, "labels": {"app": "web"}, "ownerReferences": owner},
         "spec": {"nodeName": NODE},
     }
-    place.fake.put(POD, {**body, "status": {"phase": "Running"}})
+    place.fake.put(POD, {**body, "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}})
 
 
 def request(**options) -> DeleteRequest:
@@ -244,3 +244,35 @@ def test_escalations_the_identity_may_carry_out_are_asked_about_once() -> None:
     assert result["machines"][0]["status"] == DONE, result["machines"][0]
     assert [path for _method, path in place.fake.requests].count(REVIEWS) == 1
     assert delete_machines(place.fake, request())["machines"][0]["status"] == DONE
+
+
+def paused(place: World) -> None:
+    cluster = f"/apis/cluster.x-k8s.io/v1beta2/namespaces/{NS}/clusters/c-1"
+    place.fake.put(cluster, {**place.stored(cluster), "spec": {"paused": True}})
+
+
+def test_a_paused_machine_is_held_in_progress_and_nothing_is_written() -> None:
+    """Hands off (docs/behaviour.md): not marked, not drained; the progress line says why; check mode and on_stall: fail too."""
+    place = world()
+    paused(place)
+    result = delete_machines(place.fake, request())
+    (outcome,) = result["machines"]
+    assert (outcome["status"], outcome["step"]) == (IN_PROGRESS, "paused"), outcome
+    assert [b["kind"] for b in outcome["blockers"]] == ["paused"] and place.writes() == [], place.writes()
+    assert any(line.strip().startswith("! needs someone to act: paused Cluster") for line in result["progress"]), result["progress"]
+    assert DRAIN in result["clock"][KEY]  # its drain budget counts while it is held
+    plan = delete_machines(place.fake, request(check_mode=True))
+    assert plan["machines"][0]["status"] == "planned" and KEY in plan["preflight"]["would_wait"], plan["preflight"]
+    failed = delete_machines(place.fake, request(stall=StallPolicy(on_stall="fail")))
+    assert failed["machines"][0]["status"] == FAILED and "on_stall is fail" in failed["machines"][0]["message"]
+    assert place.writes() == []
+
+
+def test_the_override_records_who_asked_once_and_the_collection_carries_the_deletion_out() -> None:
+    place = world(status_writer="capi-controller-manager")
+    paused(place)
+    result = delete_machines(place.fake, request(machine_controller="auto", override_pause="CHG-7: teardown"))
+    (outcome,) = result["machines"]
+    assert (outcome["status"], outcome["carried_out_by"]) == (DONE, "collection"), outcome
+    recorded = [obj for path, obj in place.fake.objects.items() if "/events/" in path and obj.get("reason") == "PauseOverridden"]
+    assert [event["type"] for event in recorded] == ["Warning"] and recorded[0]["message"].endswith("with override_pause: CHG-7: teardown")

@@ -184,3 +184,34 @@ def test_the_roles_rounds_add_up_the_pods_evicted(tmp_path: Path) -> None:
     metrics = json.loads(out.read_text())
     assert (metrics["ns/a"]["evicted"], metrics["ns/a"]["outcome"]) == (5, "done")
     assert (metrics["ns/b"]["evicted"], metrics["ns/b"]["outcome"]) == (1, "waiting"), "a Machine the later round no longer had"
+
+
+def test_the_replacements_figures_are_written_for_the_machines_that_have_them() -> None:
+    replaced = {
+        **METRICS,
+        "shop/worker-2": {
+            "phase_seconds": {"replace": 95.0, "drain": 4},
+            "replacement_ready_seconds": 93.2,
+            "pool_short_seconds": 0.0,
+            "evicted": 0,
+            "blockers_by_kind": {},
+            "blockers_by_verdict": {},
+        },
+    }
+    families = text_string_to_metric_families(prometheus_text(replaced))
+    found = {(family.name, tuple(sorted(s.labels.items()))): s.value for family in families for s in family.samples}
+    labels = (("cluster_name", ""), ("name", "worker-2"), ("namespace", "shop"))
+    assert found[("lifecycle_machine_replacement_ready_seconds", labels)] == 93.2
+    assert found[("lifecycle_machine_pool_short_seconds", labels)] == 0.0
+    assert not any(name == "lifecycle_machine_pool_short_seconds" and dict(key).get("name") == "worker-1" for name, key in found)
+    assert found[("lifecycle_machine_phase_seconds", (*labels, ("phase", "replace")))] == 95.0
+    table = summary_table(replaced)
+    assert [cell.strip() for cell in table[0].split("  ") if cell.strip()][:6] == [
+        "Machine",
+        "status",
+        "drain s",
+        "terminate s",
+        "replacement ready s",
+        "short s",
+    ]
+    assert "93.2" in table[-1] and table[1].count(" - ") >= 2

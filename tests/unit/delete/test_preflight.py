@@ -91,6 +91,7 @@ def test_the_suggested_concurrency_is_the_largest_the_shared_budgets_allow() -> 
         "suggested_concurrency": 3,
         "suggested_order": ["shop/a", "shop/b", "shop/c"],
         "counted": ["shop/a", "shop/b", "shop/c"],
+        "unready_pods": [],
         "not_counted": {},
     }
     at_ten = batch_findings(facts(machines, budgets=[budget(allowed=2, desired=1)]), concurrency=10)
@@ -358,3 +359,19 @@ def test_a_controller_kind_the_identity_may_not_read_is_said_once_and_warned_abo
     (warning,) = preflight_warnings(answer)
     assert warning.startswith("The preflight could not read everything in the cluster, so that part of what the batch does to itself is not judged: ")
     assert "cannot read ReplicaSets" in warning
+
+
+def test_the_eviction_apis_answer_for_each_unready_pod_under_each_policy() -> None:
+    """A Pod that runs and is not Ready meets its budget's unhealthyPodEvictionPolicy: AlwaysAllow lets it go,
+    IfHealthyBudget only while the budget has the healthy Pods it needs (never when it needs every Pod)."""
+    machines = [machine("a", [pod("web-0", ready=False)]), machine("b", [pod("db-0", app="db", ready=False)])]
+    for policy, db_answer, verdict in (("AlwaysAllow", "evicted", None), ("IfHealthyBudget", "refused", NEVER)):
+        budgets = [
+            budget("web", allowed=0, expected=3, healthy=2, desired=2, spec={"minAvailable": 2}),
+            budget("db", allowed=0, expected=2, healthy=1, desired=2, app="db", spec={"maxUnavailable": 0, "unhealthyPodEvictionPolicy": policy}),
+        ]
+        answer = batch_findings(facts(machines, budgets=budgets), concurrency=10)
+        got = {entry["pod"]: (entry["policy"], entry["answer"]) for entry in answer["unready_pods"]}
+        assert got == {"shop/web-0": ("IfHealthyBudget", "evicted"), "shop/db-0": (policy, db_answer)}
+        unready = [f for f in answer["findings"] if f["kind"] == "unready pod"]
+        assert [(f["object"], f["verdict"], f["holds"]) for f in unready] == ([] if verdict is None else [("Pod shop/db-0", verdict, True)])

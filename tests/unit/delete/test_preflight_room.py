@@ -212,3 +212,14 @@ def test_room_is_not_judged_without_the_pods_or_the_allocatable() -> None:
     bare = machine("a", [asking("solo", "8", owner=None)])
     assert decision(bare["pods"][0])["warnings"]
     assert {x["kind"] for x in batch_findings(with_pods(facts([bare], nodes=[sized("spare", cpu="1")])), 1)["findings"]} == {"unreplicated pod"}
+
+
+def test_with_replacement_first_the_replacements_nodes_make_room() -> None:
+    # No Node outside the batch has room; replaced first, one at a time, each Machine's replacement stands beside
+    # it (a Node like the one it replaces): the Pods of the Machine being drained go there.
+    f = with_pods(facts(three(), nodes=[sized("spare", cpu="0")]))
+    f["clusters"][""]["nodes"] = [sized(n["metadata"]["name"], cpu="4") if n["metadata"]["name"] != "spare" else n for n in f["clusters"][""]["nodes"]]
+    assert [x["kind"] for x in batch_findings(f, concurrency=1)["findings"] if x["kind"] == KIND_NO_ROOM]
+    surged = batch_findings(f, concurrency=1, surge=1)
+    assert not [x for x in surged["findings"] if x["kind"] in (KIND_NO_ROOM, KIND_NO_NODE)], surged["findings"]
+    assert list(surged["replacement_nodes"].values()) == [[f"{f['machines'][0]['node']} (replacement)"]]

@@ -24,19 +24,21 @@ LEGEND_HEADER = ("Given", "What the test creates first")
 
 FLAVOURS = {"OpenShift": "openshift", "Cluster API v1beta1": "v1beta1", "Cluster API v1beta2": "v1beta2"}
 # What a row can start from (the page's legend explains each; the integration test creates them).
-NOTHING, NODE, MACHINE, DELETING_MACHINE, ALIVE, DELETING_ALIVE = (
+NOTHING, NODE, MACHINE, DELETING_MACHINE, PAUSED_MACHINE, PAUSED_DELETING_MACHINE, ALIVE, DELETING_ALIVE = (
     "nothing",
     "a Node",
     "a <flavour> Machine",
     "a <flavour> Machine being deleted",
+    "a paused <flavour> Machine",
+    "a paused <flavour> Machine being deleted",
     "an Alive object",
     "an Alive object being deleted",
 )
-SCENARIOS = (NOTHING, NODE, MACHINE, DELETING_MACHINE, ALIVE, DELETING_ALIVE)
+SCENARIOS = (NOTHING, NODE, MACHINE, DELETING_MACHINE, PAUSED_MACHINE, PAUSED_DELETING_MACHINE, ALIVE, DELETING_ALIVE)
 PLACEHOLDERS = ("<namespace>", "<machine>", "<node>")
 TIMESTAMP = "<timestamp>"
 ID_PATTERN = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*$")
-_GIVEN_MACHINE = re.compile(rf"^an? (?P<flavour>{'|'.join(FLAVOURS)}) Machine(?P<deleting> being deleted)?$")
+_GIVEN_MACHINE = re.compile(rf"^an? (?P<paused>paused )?(?P<flavour>{'|'.join(FLAVOURS)}) Machine(?P<deleting> being deleted)?$")
 _PIPE = re.compile(r"(?<!\\)\|")
 
 
@@ -76,6 +78,8 @@ def given_parts(given: str) -> tuple[str, str | None]:
     """(scenario, flavour) of a Given phrase; ValueError when it is not in the legend."""
     match = _GIVEN_MACHINE.match(given)
     if match:
+        if match["paused"]:
+            return (PAUSED_DELETING_MACHINE if match["deleting"] else PAUSED_MACHINE), FLAVOURS[match["flavour"]]
         return (DELETING_MACHINE if match["deleting"] else MACHINE), FLAVOURS[match["flavour"]]
     if given in SCENARIOS and "<flavour>" not in given:
         return given, None

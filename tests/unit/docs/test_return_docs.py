@@ -52,7 +52,7 @@ def test_escalations_are_documented_key_by_key(module, path) -> None:
 def test_a_machine_delete_entry_is_documented_key_by_key() -> None:
     outcome = Outcome(machine={"name": "m", "namespace": "ns", "api_version": None})
     documented = set(contains("machine_delete", "machines"))
-    assert set(outcome.as_dict()) | {"out_of_service"} == documented
+    assert set(outcome.as_dict()) | {"out_of_service", "replacement"} == documented
 
 
 def test_the_drain_summary_keys_are_documented() -> None:
@@ -63,13 +63,14 @@ def test_the_drain_summary_keys_are_documented() -> None:
 
 def test_the_metrics_and_the_clock_are_documented_key_by_key() -> None:
     figures = machine_metrics(Outcome(machine={"name": "m", "namespace": "ns"}), {}, 1.0)
-    assert set(figures) == set(contains("machine_delete", "metrics"))
+    replaced = machine_metrics(Outcome(machine={"name": "m", "namespace": "ns"}, replacement={"mode": "first"}), {}, 1.0)
+    assert set(figures) | set(replaced) == set(contains("machine_delete", "metrics"))
     assert {*CLOCK_KEYS, DONE} == set(contains("machine_delete", "clock"))
 
 
 def test_the_preflight_and_its_findings_are_documented_key_by_key() -> None:
     answer = preflight([], {"machines": [], "clusters": {}}, 1)
     assert set(answer) == set(contains("machine_delete", "preflight"))
-    assert set(batch_findings({"machines": [], "clusters": {}}, 1)) == set(contains("machine_delete", "preflight", "batch"))
+    assert set(batch_findings({"machines": [], "clusters": {}}, 1, surge=1)) == set(contains("machine_delete", "preflight", "batch"))
     finding = Finding(kind="batch budget", machines=("ns/m",), object="PodDisruptionBudget ns/web", verdict="clears by itself", reason="r", holds=True)
     assert set(finding.as_dict()) == set(contains("machine_delete", "preflight", "batch", "findings"))

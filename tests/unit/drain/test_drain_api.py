@@ -17,34 +17,38 @@ from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.errors impo
 def test_pdb_refusal_keeps_the_causes() -> None:
     cause = {"reason": "DisruptionBudget", "message": "The disruption budget web needs 2 healthy pods and has 2 currently"}
     body = {"message": PDB, "details": {"causes": [cause]}}
-    assert _failure(ApiError(429, "Too Many Requests", body)) == (f"{PDB} The disruption budget web needs 2 healthy pods and has 2 currently", False)
+    assert _failure(ApiError(429, "Too Many Requests", body)) == (
+        f"{PDB} The disruption budget web needs 2 healthy pods and has 2 currently",
+        False,
+        "DisruptionBudget",
+    )
 
 
 def test_429_without_details_is_the_message_alone() -> None:
-    assert _failure(ApiError(429, "Too Many Requests", {"message": PDB})) == (PDB, False)
+    assert _failure(ApiError(429, "Too Many Requests", {"message": PDB})) == (PDB, False, "DisruptionBudget")
 
 
 def test_404_means_gone() -> None:
-    assert _failure(ApiError(404, "Not Found", {"message": 'pods "a" not found'})) == (None, True)
+    assert _failure(ApiError(404, "Not Found", {"message": 'pods "a" not found'})) == (None, True, None)
 
 
 def test_uid_precondition_conflict_means_the_classified_pod_is_gone() -> None:
     body = {"message": "Precondition failed: UID in precondition: 1, UID in object meta: 2"}
-    assert _failure(ApiError(409, "Conflict", body)) == (None, True)
+    assert _failure(ApiError(409, "Conflict", body)) == (None, True, None)
 
 
 def test_other_conflicts_are_failures() -> None:
-    assert _failure(ApiError(409, "Conflict", {"message": "the object has been modified"})) == ("the object has been modified", False)
+    assert _failure(ApiError(409, "Conflict", {"message": "the object has been modified"})) == ("the object has been modified", False, None)
 
 
 def test_terminating_namespace_gets_the_upstream_text() -> None:
     message = "unable to create new content in namespace ns because it is being terminated"
     body = {"message": message, "details": {"causes": [{"reason": "NamespaceTerminating"}]}}
-    assert _failure(ApiError(403, "Forbidden", body)) == (TERMINATING_NAMESPACE_MESSAGE, False)
+    assert _failure(ApiError(403, "Forbidden", body)) == (TERMINATING_NAMESPACE_MESSAGE, False, None)
 
 
 def test_forbidden_for_other_reasons_keeps_the_server_message() -> None:
-    assert _failure(ApiError(403, "Forbidden", {"message": "denied"})) == ("denied", False)
+    assert _failure(ApiError(403, "Forbidden", {"message": "denied"})) == ("denied", False, None)
 
 
 class _LostAnswer:

@@ -3,7 +3,19 @@ dry run predicts a budget allows (``_drain/budgets.py``, pure)."""
 
 from __future__ import annotations
 
-from ansible_collections.lifecycle.machine.plugins.module_utils._drain.budgets import BudgetChain, budget_groups, dry_run_allowance
+import pytest
+
+from ansible_collections.lifecycle.machine.plugins.module_utils._drain.budgets import (
+    CHARGED,
+    LET_GO,
+    REFUSED,
+    BudgetChain,
+    budget_groups,
+    charges,
+    dry_run_allowance,
+    eviction_answer,
+    running_unready,
+)
 
 PDB = "Cannot evict pod as it would violate the pod's disruption budget."
 
@@ -61,6 +73,59 @@ def test_dry_run_allowance_unknown_without_exactly_one_observed_budget() -> None
     assert dry_run_allowance([pod("lone-0")], [web]) is None
 
 
+# -- the eviction API's own rules: unhealthyPodEvictionPolicy --------------------------------------------
+
+
+def running(name: str, ready: bool, phase: str = "Running", deleting: bool = False) -> dict:
+    p = pod(name, ready=ready, app="web")
+    p["status"]["phase"] = phase
+    if deleting:
+        p["metadata"]["deletionTimestamp"] = "2026-11-27T08:00:00Z"
+    return p
+
+
+def counted(policy: str | None = None, *, healthy: int, needed: int, expected: int, allowed: int) -> dict:
+    spec: dict = {"selector": {"matchLabels": {"app": "web"}}}
+    if policy:
+        spec["unhealthyPodEvictionPolicy"] = policy
+    status = {"currentHealthy": healthy, "desiredHealthy": needed, "expectedPods": expected, "disruptionsAllowed": allowed}
+    return {"metadata": {"namespace": "ns", "name": "web"}, "spec": spec, "status": status}
+
+
+@pytest.mark.parametrize(
+    ("policy", "healthy", "needed", "wanted"),
+    [
+        # AlwaysAllow: an unready Pod goes whatever the budget allows.
+        ("AlwaysAllow", 1, 3, LET_GO),
+        # IfHealthyBudget (also when unset): only while the budget has the healthy Pods it needs.
+        ("IfHealthyBudget", 2, 2, LET_GO),
+        (None, 2, 2, LET_GO),
+        ("IfHealthyBudget", 1, 2, REFUSED),
+        (None, 2, 3, REFUSED),
+    ],
+)
+def test_an_unready_pod_meets_the_budgets_unhealthy_pod_eviction_policy(policy, healthy, needed, wanted) -> None:
+    budget_now = counted(policy, healthy=healthy, needed=needed, expected=3, allowed=max(0, healthy - needed))
+    answer, why = eviction_answer(running("web-0", ready=False), budget_now)
+    assert answer == wanted, why
+    assert charges(running("web-0", ready=False), budget_now) == (answer != LET_GO)
+    assert ("AlwaysAllow" in why) == (policy == "AlwaysAllow")
+
+
+def test_a_pod_the_eviction_api_does_not_ask_the_budget_about_is_let_go() -> None:
+    exhausted = counted(healthy=2, needed=2, expected=2, allowed=0)
+    for p in (running("a", True, phase="Pending"), running("b", True, phase="Succeeded"), running("c", True, deleting=True)):
+        assert eviction_answer(p, exhausted)[0] == LET_GO and not charges(p, exhausted)
+    assert eviction_answer(running("d", True), exhausted)[0] == REFUSED
+    assert eviction_answer(running("e", True), counted(healthy=3, needed=2, expected=3, allowed=1))[0] == CHARGED
+
+
+def test_a_zero_desired_healthy_budget_charges_an_unready_pod() -> None:
+    """IfHealthyBudget lets an unready Pod go without charge only while desiredHealthy is above 0."""
+    assert charges(running("a", False), counted(healthy=0, needed=0, expected=1, allowed=0))
+    assert not running_unready(running("b", False, phase="Pending")) and running_unready(running("c", False))
+
+
 def web_budget(allowed: int) -> dict:
     web = budget("web", {"matchLabels": {"app": "web"}})
     web["status"] = {"disruptionsAllowed": allowed, "desiredHealthy": 2, "currentHealthy": 2 + allowed}
@@ -77,7 +142,7 @@ def run_chain(chain: BudgetChain, group: list[dict], answers: dict[str, tuple[st
         if refusal is None:
             asked.append(name)
             failure, status = (answers or {}).get(name, (None, 200))
-            refusal = chain.answered(p, failure, status)
+            refusal, _cause = chain.answered(p, failure, status)
         if refusal is not None:
             refused[name] = refusal
     return asked, refused
@@ -93,10 +158,11 @@ def test_a_real_drain_with_the_budgets_read_stops_each_chain_at_the_allowance() 
     assert refused["web-2"].startswith(PDB), "refused with the server's text, so the budget watch wakes the retry"
 
 
-def test_a_budget_that_allows_nothing_is_not_asked_but_pods_not_ready_still_are() -> None:
+def test_a_budget_that_allows_nothing_is_not_asked_but_a_pod_it_lets_go_still_is() -> None:
     group = budget_groups([pod("web-0", app="web"), pod("web-1", ready=False, app="web")], [web_budget(0)])[0]
     asked, refused = run_chain(BudgetChain(group, [web_budget(0)], predict=True), group)
-    assert (asked, list(refused)) == (["web-1"], ["web-0"]), "the API evicts a Pod that is not Ready whatever the budget allows"
+    # web-1 is not Ready and the budget has the healthy Pods it needs: the API lets it go without using up the budget.
+    assert (asked, list(refused)) == (["web-1"], ["web-0"])
 
 
 def test_without_prediction_the_server_decides_until_its_first_refusal() -> None:

@@ -21,7 +21,7 @@ def pod(name: str, app: str = "web", *, deleting_at: dt.datetime | None = None, 
         meta["deletionTimestamp"] = deleting_at.strftime("%Y-%m-%dT%H:%M:%SZ")
     if finalizers:
         meta["finalizers"] = list(finalizers)
-    return {"metadata": meta, "spec": {"nodeName": "n1"}, "status": {"phase": "Running"}}
+    return {"metadata": meta, "spec": {"nodeName": "n1"}, "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}}
 
 
 def budget(name: str, app: str, *, spec: dict, expected: int, healthy: int, needed: int, allowed: int) -> dict:
@@ -149,3 +149,47 @@ def test_a_pod_on_an_unreachable_node_says_when_the_drain_lets_it_go() -> None:
     assert (blocker.kind, blocker.verdict, blocker.since) == ("unreachable node", CLEARS, None)
     assert blocker.evidence == {"grace_left_seconds": 30, "let_go_at": "2026-05-01T12:00:31Z"}, blocker.evidence
     assert "the drain lets it go at 2026-05-01T12:00:31Z, 1 s after its grace ends" in blocker.reason
+
+
+# -- the eviction API's own rules: an unready Pod, typed causes -------------------------------------------
+
+
+def unready(name: str, app: str = "web") -> dict:
+    p = pod(name, app)
+    p["status"]["conditions"] = [{"type": "Ready", "status": "False"}]
+    return p
+
+
+def test_an_unready_pod_if_healthy_budget_holds_is_reported_with_the_policy() -> None:
+    """IfHealthyBudget: it goes once the budget has the healthy Pods it needs - never, when it needs every Pod (this one too)."""
+    web = budget("web", "web", spec={"minAvailable": 2}, expected=3, healthy=1, needed=2, allowed=0)
+    drain = drain_of([unready("web-0")], [PodDecision(NS, "web-0", DRAIN)], {refusal("web"): [f"{NS}/web-0"]})
+    [blocker] = drain_blockers(drain, [web], NOW)
+    assert blocker.verdict == CLEARS and "under unhealthyPodEvictionPolicy IfHealthyBudget it goes once the budget has" in blocker.reason
+    assert blocker.evidence["unhealthy_pod_eviction_policy"] == "IfHealthyBudget" and blocker.evidence["pod_ready"] is False
+    db = budget("db", "db", spec={"maxUnavailable": 0}, expected=3, healthy=2, needed=3, allowed=0)
+    drain = drain_of([unready("db-0", "db")], [PodDecision(NS, "db-0", DRAIN)], {refusal("db"): [f"{NS}/db-0"]})
+    [blocker] = drain_blockers(drain, [db], NOW)
+    assert blocker.verdict == NEVER and "unhealthyPodEvictionPolicy: AlwaysAllow lets it go" in blocker.reason
+
+
+def test_an_unready_pod_always_allow_lets_go_is_never_called_never() -> None:
+    """A refusal under AlwaysAllow is a budget not counted yet ('still being processed'): it clears, whatever the spec."""
+    db = budget("db", "db", spec={"maxUnavailable": 0, "unhealthyPodEvictionPolicy": "AlwaysAllow"}, expected=3, healthy=2, needed=3, allowed=0)
+    answer = f"{PDB_MESSAGE} The disruption budget db is still being processed by the server."
+    drain = drain_of([unready("db-0", "db")], [PodDecision(NS, "db-0", DRAIN)], {answer: [f"{NS}/db-0"]})
+    [blocker] = drain_blockers(drain, [db], NOW)
+    assert blocker.verdict == CLEARS and "AlwaysAllow" in blocker.reason
+
+
+def test_the_typed_causes_are_read_before_the_words() -> None:
+    web = budget("web", "web", spec={}, expected=3, healthy=3, needed=2, allowed=1)
+    answer = 'poddisruptionbudgets.policy "web" is forbidden: something new'
+    for cause, verdict in (("DisruptionBudgetTooManyDisruptedPods", CLEARS), ("DisruptionBudgetNegativeAllowedDisruptions", NEEDS_ACTION)):
+        drain = drain_of([pod("web-0")], [PodDecision(NS, "web-0", DRAIN)], {answer: [f"{NS}/web-0"]})
+        drain.outcome.causes[answer] = cause
+        [blocker] = drain_blockers(drain, [web], NOW)
+        assert (blocker.kind, blocker.verdict, blocker.evidence["cause"], blocker.evidence["budgets"]) == ("budget refusal", verdict, cause, [f"{NS}/web"])
+    drain = drain_of([pod("web-0")], [PodDecision(NS, "web-0", DRAIN)], {answer: [f"{NS}/web-0"]})
+    [blocker] = drain_blockers(drain, [web], NOW)
+    assert blocker.kind == "eviction error"  # no cause, no budget's words: an error someone must look at

@@ -867,12 +867,3 @@ def test_only_openshift_records_an_event_when_the_drain_is_skipped() -> None:
     """Row O1: OpenShift's drain controller records DrainSkipped with Drained True 'Node drain skipped'; Cluster API nothing."""
     assert flavour_for("machine.openshift.io/v1beta1").drain_skipped_event == ("Normal", "DrainSkipped", "Node drain skipped")
     assert flavour_for("cluster.x-k8s.io/v1beta2").drain_skipped_event is None
-
-
-@pytest.mark.parametrize(("authority", "paused"), [("ClusterAPI", True), ("Migrating", True), ("MachineAPI", False), (None, False)])
-def test_openshift_machine_paused_by_its_authoritative_api(authority, paused) -> None:
-    machine = {"apiVersion": "machine.openshift.io/v1beta1", "metadata": {"name": "m", "namespace": "ns"}, "status": {"authoritativeAPI": authority}}
-    reason = flavour_for(machine).not_authoritative(machine)
-    assert (reason is not None) == paused
-    if paused:
-        assert f"The AuthoritativeAPI status is set to '{authority}'" in reason

@@ -95,6 +95,11 @@ def _released_before(version: str) -> dict[str, set[str]]:
     return released
 
 
+def _coming_later(version: str) -> set[str]:
+    """The modules whose version_added is later than ``version``: a later release announces them."""
+    return {name for kind, name, added in _plugins_with_version_added() if kind == "module" and _version(added) > _version(version)}
+
+
 @pytest.fixture(scope="module")
 def released(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
     root = _copy_repository(tmp_path_factory.mktemp("repository"))
@@ -123,7 +128,7 @@ def test_new_content_is_listed_under_its_own_heading(released: tuple[Path, str])
     sections = _sections((root / "CHANGELOG.rst").read_text(), version)
     before = _released_before(version)
     expected = {
-        "New Modules": {p.stem for p in (REPO / "plugins" / "modules").glob("*.py") if p.stem != "__init__"} - before["module"],
+        "New Modules": {p.stem for p in (REPO / "plugins" / "modules").glob("*.py") if p.stem != "__init__"} - before["module"] - _coming_later(version),
         "New Roles": {p.name for p in (REPO / "roles").iterdir() if (p / "tasks").is_dir()} - before["role"],
         "New Playbooks": {p.stem for p in (REPO / "playbooks").glob("*.yml")} - before["playbook"],
     }
@@ -221,3 +226,23 @@ def test_version_added_is_the_release_that_first_shipped_it() -> None:
         elif _version(added) <= _version(latest):
             wrong.append(f"{kind} {name}: version_added {added} was never released, and {latest} is out already")
     assert not wrong, wrong
+
+
+def test_what_is_not_released_yet_is_announced_by_the_next_release(tmp_path: Path) -> None:
+    """A module or plugin whose version_added is later than every release comes with that release (the lead's
+    ``antsibull-changelog release`` of it): released in a copy, it is listed under New Modules or New Plugins from its
+    version_added alone, and nothing released before is listed again."""
+    releases = yaml.safe_load((REPO / "changelogs" / "changelog.yaml").read_text())["releases"]
+    latest = max(releases, key=_version)
+    coming: dict[str, set[str]] = {}
+    for kind, name, added in _plugins_with_version_added():
+        if _version(added) > _version(latest):
+            heading = "New Modules" if kind == "module" else f"New Plugins/{kind.capitalize()}"
+            coming.setdefault(added, set()).add(f"{heading}:lifecycle.machine.{name}")
+    for version, expected in coming.items():
+        root = _copy_repository(tmp_path / version)
+        done = _changelog(root, "release", "--version", version, "--date", DATE)
+        assert done.returncode == 0, done.stdout + done.stderr
+        sections = _sections((root / "CHANGELOG.rst").read_text(), version)
+        listed = {f"{heading}:{name}" for heading, entries in sections.items() if heading.startswith("New ") for name in _names(entries)}
+        assert listed == expected, version

@@ -40,6 +40,18 @@ REQUESTS = {
     },
     **{(group, "machines/status", "patch"): "conditions, phase, status.deletion start times" for group in MACHINE_GROUPS},
     **{("cluster.x-k8s.io", "clusters", verb): "Cluster API skip rules (machine_delete: listed once, then watched)" for verb in ("get", "list", "watch")},
+    **{
+        (group, "machinesets", verb): "replacement none / first: the Machine's MachineSet, its replicas"
+        for group in MACHINE_GROUPS
+        for verb in ("get", "patch")
+    },
+    ("cluster.x-k8s.io", "machinesets", "list"): "replacement none / first: a MachineDeployment's MachineSets (a rollout is refused)",
+    ("cluster.x-k8s.io", "machinedeployments", "patch"): "replacement none / first: the MachineDeployment's replicas",
+    **{
+        ("cluster.x-k8s.io", kind, "get"): "a followed Machine's owners (v1.14.2 never deletes one whose owner is gone); replacement none / first"
+        for kind in ("machinesets", "machinedeployments")
+    },
+    ("authentication.k8s.io", "selfsubjectreviews", "create"): "override_pause: who asked, in the Event on the Machine",
     ("coordination.k8s.io", "leases", "get"): "machine_controller auto: the machine controller's leader-election Lease",
     ("controlplane.cluster.x-k8s.io", "*", "get"): "Cluster API skip rules (the control plane)",
     **{("cluster.x-k8s.io", "machinedrainrules", verb): "MachineDrainRules (machine_delete: listed once, then watched)" for verb in ("list", "watch")},

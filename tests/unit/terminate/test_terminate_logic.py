@@ -19,6 +19,7 @@ from ansible_collections.lifecycle.machine.plugins.module_utils._machine.conditi
 from ansible_collections.lifecycle.machine.plugins.module_utils._machine.deletion import GONE as ABSENT
 from ansible_collections.lifecycle.machine.plugins.module_utils._machine.deletion import ObjectState, object_state
 from ansible_collections.lifecycle.machine.plugins.module_utils._machine.flavour import flavour_for
+from ansible_collections.lifecycle.machine.plugins.module_utils._machine.migration import openshift_side
 from ansible_collections.lifecycle.machine.plugins.module_utils._terminate.logic import (
     AWAIT_INSTANCE,
     BLOCKED,
@@ -51,6 +52,7 @@ from ansible_collections.lifecycle.machine.plugins.module_utils._terminate.logic
     timeout_passed,
     with_volume_start,
 )
+from ansible_collections.lifecycle.machine.plugins.module_utils._terminate.stalls import terminate_blockers
 from ansible_collections.lifecycle.machine.plugins.module_utils._terminate.volumes import SKIP_NODE_GONE, VolumeWaitStatus
 from ansible_collections.lifecycle.machine.plugins.module_utils._timeutil import rfc3339
 
@@ -258,6 +260,19 @@ def test_skip_case_skips_node_steps_but_keeps_the_pre_terminate_gate(flavour) ->
 # -- volume detach wait -------------------------------------------------------------------
 
 WAITING_FOR_CLAIM = VolumeWaitStatus(pvcs=["ns/data"])
+
+
+def test_an_attachment_naming_no_volume_is_waited_for_with_cluster_apis_error() -> None:
+    """Cluster API v1.14.2: its Deleting message, the error for the Warning Event, and the wait goes on."""
+    m = machine("v1beta2")
+    held = VolumeWaitStatus(without_pv=["csi-inline"])
+    decision = decide(facts(m, infrastructure=PRESENT, volumes=held), flavour_for(m))
+    assert decision.action == WAIT_VOLUMES
+    assert decision.stages[0].message == "Error waiting for volumes to be detached from Node, please check controller logs for errors"
+    assert decision.stages[0].error == "spec.source.persistentVolumeName for VolumeAttachment csi-inline is not set"
+    assert decision.message.endswith(": spec.source.persistentVolumeName for VolumeAttachment csi-inline is not set")
+    [blocker] = terminate_blockers(decision, facts(m, infrastructure=PRESENT, volumes=held), flavour_for(m))
+    assert (blocker.kind, blocker.object, blocker.verdict) == ("volume attachment", "VolumeAttachment csi-inline", "clears by itself")
 
 
 @pytest.mark.parametrize("flavour", FLAVOURS)
@@ -591,22 +606,15 @@ def test_stages_written_while_the_infra_machine_exists_carry_what_cluster_api_mi
 
 
 @pytest.mark.parametrize("authority", ["ClusterAPI", "Migrating"])
-def test_an_openshift_machine_another_api_is_authoritative_for_is_left_alone(authority) -> None:
-    """Row O5: as OpenShift's machine controller (MachineAPIMigration), nothing is done while
-    status.authoritativeAPI names another API; MachineAPI (or none) goes on."""
+def test_a_machine_its_controllers_leave_alone_is_left_alone(authority) -> None:
+    """Row O5 and "Hands off": as OpenShift's machine controller (MachineAPIMigration) and Cluster API's paused
+    objects, nothing is done - no stage written - while the runner found the Machine left alone."""
     m = machine("openshift", status={"authoritativeAPI": authority})
-    decision = decide(facts(m), flavour_for(m))
+    held = openshift_side(m, flavour_for(m))
+    observed = facts(m)
+    observed.hands_off = held
+    decision = decide(observed, flavour_for(m))
     assert decision.action == REFUSE
     assert decision.stages == []
-    assert decision.message == (
-        f"Machine ns/m-1 is paused: The AuthoritativeAPI status is set to '{authority}' (the Machine API is not "
-        "authoritative for it, so OpenShift's machine controller leaves it alone, and so does the collection); nothing was changed"
-    )
-    for going_on in ("MachineAPI", None):
-        m = machine("openshift", status={"authoritativeAPI": going_on})
-        assert decide(facts(m), flavour_for(m)).action != REFUSE
-
-
-def test_only_openshift_machines_know_an_authoritative_api() -> None:
-    m = machine("v1beta2", status={"authoritativeAPI": "ClusterAPI"})
-    assert flavour_for(m).not_authoritative(m) is None
+    assert decision.message == held.message and "nothing was changed" in decision.message
+    assert decide(facts(m), flavour_for(m)).action != REFUSE  # what the runner did not find holds nothing

@@ -126,6 +126,8 @@ def test_nothing_attached_means_not_waiting():
         "unmatched_attachments": [],
         "ignored_pvcs": [],
         "skipped": None,
+        "without_pv": [],
+        "error": None,
     }
 
 
@@ -181,11 +183,21 @@ def test_volumes_attached_entries_matching_no_pv_are_waited_for():
 
 
 def test_volume_attachments_whose_pv_does_not_exist_are_waited_for_by_attachment_name():
-    attachments = [attachment("csi-b", "pv-deleted"), attachment("csi-a", "pv-a"), attachment("csi-inline", None)]
+    attachments = [attachment("csi-b", "pv-deleted"), attachment("csi-a", "pv-a")]
     status = volumes_to_wait_for(node(), attachments, [pv("pv-a", "vol-1", "ns/a")], [])
     assert status.waiting
     assert status.pvcs == ["ns/a"]
-    assert status.unmatched_attachments == ["csi-b", "csi-inline"]
+    assert status.unmatched_attachments == ["csi-b"]
+
+
+def test_an_attachment_naming_no_persistent_volume_ends_each_look_in_cluster_apis_error():
+    """As Cluster API v1.14.2: the first such attachment by name is the error, before anything else is looked at;
+    the wait holds while it is attached (an attachment no longer attached, or another Node's, is not looked at)."""
+    attachments = [attachment("csi-b", None), attachment("csi-a", "pv-a"), attachment("csi-inline", None), attachment("csi-old", None, attached=False)]
+    status = volumes_to_wait_for(node(), attachments, [pv("pv-a", "vol-1", "ns/a")], [])
+    assert status.waiting and status.without_pv == ["csi-b", "csi-inline"] and status.pvcs == []
+    assert status.error == "spec.source.persistentVolumeName for VolumeAttachment csi-b is not set"
+    assert status.as_dict()["error"] == status.error
 
 
 # --- volumes_to_wait_for: skipped pods -------------------------------------------------------------

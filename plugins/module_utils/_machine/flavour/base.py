@@ -23,6 +23,7 @@ from ansible_collections.lifecycle.machine.plugins.module_utils._machine.conditi
     set_metav1_condition,
     set_v1beta1_condition,
 )
+from ansible_collections.lifecycle.machine.plugins.module_utils._machine.flavour.owners import OwnerTraits
 
 OPENSHIFT = "openshift"
 CLUSTERAPI = "clusterapi"
@@ -39,6 +40,9 @@ CAPI_HOOK_PREFIXES = {
     PRE_TERMINATE: "pre-terminate.delete.hook.machine.cluster.x-k8s.io",
 }
 CAPI_CONTROL_PLANE_LABEL = "cluster.x-k8s.io/control-plane"
+# Where OpenShift's move to Cluster API keeps each side of a Machine and its mirror (cluster-capi-operator's defaults).
+MAPI_MIGRATION_NAMESPACE = "openshift-machine-api"
+CAPI_MIGRATION_NAMESPACE = "openshift-cluster-api"
 CAPI_CLUSTER_NAME_LABEL = "cluster.x-k8s.io/cluster-name"
 
 # Where this collection records start times on OpenShift Machines, whose
@@ -123,8 +127,8 @@ def is_deleting(machine: dict) -> bool:
     return bool(meta_of(machine).get("deletionTimestamp"))
 
 
-class Flavour:
-    """What both flavours share; subclasses say where things live."""
+class Flavour(OwnerTraits):
+    """What both flavours share; subclasses say where things live (what their MachineSets do: :class:`OwnerTraits`)."""
 
     name = ""
     group = ""
@@ -164,6 +168,16 @@ class Flavour:
     # while another control-plane Node is cordoned (type, reason, message), in order; empty: the flavour
     # drains control-plane Nodes side by side (_drain/gates.py, docs/behaviour.md row O3).
     control_plane_drain_refused_events: tuple[tuple[str, str, str], ...] = ()
+    # Whether Cluster API's pause (its Cluster's spec.paused, the annotation cluster.x-k8s.io/paused) leaves the Machine
+    # alone (_machine/pause.py).
+    pausable = False
+    # OpenShift's move to Cluster API (_machine/migration.py): the namespace this side's Machines live in, where their
+    # mirrors live and in which API group, and whether this side's Machine says which is authoritative
+    # (status.authoritativeAPI, on the Machine API side).
+    migration_namespace: str | None = None
+    mirror_namespace: str | None = None
+    mirror_group: str | None = None
+    holds_authority = False
 
     def __init__(self, api_version: str):
         self.api_version = api_version
@@ -219,9 +233,8 @@ class Flavour:
         shipped (``_machine/liveness.py``); None when the collection knows none."""
         return None
 
-    def not_authoritative(self, machine: dict) -> str | None:
-        """Why the Machine's own controller leaves it alone because another API is authoritative
-        for it (OpenShift's ``status.authoritativeAPI``); None when it does not."""
+    def owner_machine_set(self, machine: dict) -> str | None:
+        """The MachineSet the Machine's controller looks up before anything else (Cluster API; ``_machine/inaction.py``)."""
         return None
 
     # -- deletion settings ---------------------------------------------------
@@ -277,6 +290,10 @@ class Flavour:
 
     def all_conditions(self, machine: dict) -> list[dict]:
         return self.conditions(machine)
+
+    def v1beta2_conditions(self, machine: dict) -> list[dict]:
+        """Cluster API's v1beta2 (metav1) conditions, wherever the version keeps them; none for other flavours."""
+        return []
 
     def status_patch(self, machine: dict, stage: Stage | None, now: _dt.datetime) -> dict | None:
         """A merge patch for the status subresource that records ``stage``; None when nothing changes."""

@@ -24,7 +24,10 @@ from ansible_collections.lifecycle.machine.plugins.module_utils._machine.flavour
     CAPI_DEFAULT_NODE_DELETION_TIMEOUT,
     CAPI_GROUP,
     CAPI_HOOK_PREFIXES,
+    CAPI_MIGRATION_NAMESPACE,
     CLUSTERAPI,
+    MAPI_MIGRATION_NAMESPACE,
+    OPENSHIFT_GROUP,
     PAST_DRAIN_REASONS,
     PRE_DRAIN,
     PRE_TERMINATE,
@@ -40,6 +43,8 @@ from ansible_collections.lifecycle.machine.plugins.module_utils._machine.flavour
 )
 from ansible_collections.lifecycle.machine.plugins.module_utils._timeutil import parse_duration, parse_time, rfc3339
 
+# Cluster API's pause of one object (util/annotations HasPaused): its controller does nothing while it is there.
+CAPI_PAUSED_ANNOTATION = "cluster.x-k8s.io/paused"
 # Cluster API's core manager: its LeaderElectionID, in the namespace it is installed in.
 CAPI_LEASE = ("capi-system", "controller-leader-election-capi")
 # Where Cluster API records, in ``status.deletion``, when a Machine started waiting at each gate.
@@ -54,8 +59,14 @@ class ClusterAPIFlavour(Flavour):
     exclude_drain_annotation = "machine.cluster.x-k8s.io/exclude-node-draining"
     exclude_volume_wait_annotation = "machine.cluster.x-k8s.io/exclude-wait-for-node-volume-detach"
     points = (PRE_DRAIN, PRE_TERMINATE)
+    delete_machine_annotation = "cluster.x-k8s.io/delete-machine"
+    # The MachineSet controller lists a MachineSet's Machines deleting ones included (syncReplicas).
+    machine_set_counts_deleting = True
+    scalable_owner_kinds = ("MachineSet", "MachineDeployment")
     capi_node_rules = True
     writes_stages_together = True
+    pausable = True
+    migration_namespace, mirror_namespace, mirror_group = CAPI_MIGRATION_NAMESPACE, MAPI_MIGRATION_NAMESPACE, OPENSHIFT_GROUP
 
     @property
     def v1beta2(self) -> bool:
@@ -128,8 +139,23 @@ class ClusterAPIFlavour(Flavour):
     def cluster_name(self, machine: dict) -> str | None:
         return spec_of(machine).get("clusterName") or (meta_of(machine).get("labels") or {}).get(CAPI_CLUSTER_NAME_LABEL)
 
+    def owner_machine_set(self, machine: dict) -> str | None:
+        """As v1.14.2's Machine controller: the first ``ownerReferences`` entry of kind MachineSet in this group, whatever its version."""
+        for ref in meta_of(machine).get("ownerReferences") or []:
+            if ref.get("kind") == "MachineSet" and str(ref.get("apiVersion") or "").rpartition("/")[0] == self.group and ref.get("name"):
+                return str(ref["name"])
+        return None
+
     def is_control_plane(self, machine: dict) -> bool:
         return CAPI_CONTROL_PLANE_LABEL in (meta_of(machine).get("labels") or {})
+
+    def owner_paused(self, owner: dict, cluster: dict | None) -> str | None:
+        # util/paused: the Cluster's spec.paused, or the object's paused annotation.
+        if cluster is not None and spec_of(cluster).get("paused") is True:
+            return f"its Cluster {meta_of(cluster).get('name')} has spec.paused set to true"
+        if CAPI_PAUSED_ANNOTATION in (meta_of(owner).get("annotations") or {}):
+            return f"it has the {CAPI_PAUSED_ANNOTATION} annotation"
+        return None
 
     # -- deletion settings ---------------------------------------------------
     def _timeout(self, machine: dict, v1beta1_field: str, v1beta2_field: str) -> float | None:

@@ -13,6 +13,9 @@ from ansible_collections.lifecycle.machine.plugins.module_utils._machine.conditi
     openshift_conditions,
 )
 from ansible_collections.lifecycle.machine.plugins.module_utils._machine.flavour.base import (
+    CAPI_GROUP,
+    CAPI_MIGRATION_NAMESPACE,
+    MAPI_MIGRATION_NAMESPACE,
     OPENSHIFT,
     OPENSHIFT_DRAIN_START_ANNOTATION,
     OPENSHIFT_GROUP,
@@ -24,7 +27,6 @@ from ansible_collections.lifecycle.machine.plugins.module_utils._machine.flavour
     Flavour,
     Hook,
     is_deleting,
-    machine_label,
     meta_of,
     spec_of,
     status_of,
@@ -33,10 +35,15 @@ from ansible_collections.lifecycle.machine.plugins.module_utils._timeutil import
 
 # The points whose hooks OpenShift freezes once a Machine is marked for deletion.
 IMMUTABLE_POINTS = {PRE_DRAIN: "pre-drain", PRE_TERMINATE: "pre-terminate"}
-# The values of status.authoritativeAPI for which the machine controller pauses a Machine (its
-# MachineAPIMigration feature gate on; the Machine CRD of the feature sets without the gate has no
-# such field). It writes Paused True AuthoritativeAPINotMachineAPI and does nothing else.
+
+
+# The values of status.authoritativeAPI for which OpenShift's controllers leave a MachineSet alone (its
+# MachineAPIMigration feature gate on: Paused True, as for a Machine; _machine/migration.py).
 PAUSED_AUTHORITIES = ("ClusterAPI", "Migrating")
+
+# The labels an OpenShift installation puts on its control-plane Machines.
+OPENSHIFT_ROLE_LABEL = "machine.openshift.io/cluster-api-machine-role"
+OPENSHIFT_TYPE_LABEL = "machine.openshift.io/cluster-api-machine-type"
 
 
 # The Event OpenShift's drain controller records on a Machine whose drain it tries again in 20 s, naming why
@@ -62,6 +69,11 @@ class OpenShiftFlavour(Flavour):
     exclude_drain_annotation = "machine.openshift.io/exclude-node-draining"
     exclude_volume_wait_annotation = None
     points = (PRE_DRAIN, PRE_TERMINATE, PRE_CREATE)
+    # delete_policy.go: top priority under every policy, when its value is not empty.
+    delete_machine_annotation = "machine.openshift.io/delete-machine"
+    # The MachineSet controller leaves Machines being deleted out of its count (shouldExcludeMachine).
+    machine_set_counts_deleting = False
+    scalable_owner_kinds = ("MachineSet",)
     drain_skipped_event = ("Normal", "DrainSkipped", "Node drain skipped")
     drain_skipped_without_node = True
     volume_start_when_attached = True
@@ -69,6 +81,8 @@ class OpenShiftFlavour(Flavour):
     progress_conditions = ("Drainable", "Drained", "Terminable")
     drain_report_event = DRAIN_REQUEUED
     hooks_may_be_pruned = True
+    migration_namespace, mirror_namespace, mirror_group = MAPI_MIGRATION_NAMESPACE, CAPI_MIGRATION_NAMESPACE, CAPI_GROUP
+    holds_authority = True
     # drain_controller.go, Reconcile and isDrainAllowed: DrainProceeds, then the refusal as a requeue after 20 s.
     control_plane_drain_refused_events = (
         ("Normal", "DrainProceeds", "Node drain proceeds"),
@@ -84,14 +98,19 @@ class OpenShiftFlavour(Flavour):
         platform = OPENSHIFT_PLATFORMS.get(str(value.get("kind") or "")) if isinstance(value, dict) else None
         return (OPENSHIFT_LEASE_NAMESPACE, f"cluster-api-provider-{platform}-leader") if platform else None
 
-    def not_authoritative(self, machine: dict) -> str | None:
-        authority = status_of(machine).get("authoritativeAPI") or ""
-        if authority not in PAUSED_AUTHORITIES:
-            return None
-        return (
-            f"Machine {machine_label(machine)} is paused: The AuthoritativeAPI status is set to '{authority}' (the Machine API is not "
-            "authoritative for it, so OpenShift's machine controller leaves it alone, and so does the collection); nothing was changed"
-        )
+    def is_control_plane(self, machine: dict) -> bool:
+        labels = meta_of(machine).get("labels") or {}
+        return labels.get(OPENSHIFT_ROLE_LABEL) == "master" or labels.get(OPENSHIFT_TYPE_LABEL) == "master"
+
+    def owner_paused(self, owner: dict, cluster: dict | None) -> str | None:
+        # With MachineAPIMigration, a MachineSet whose authority is not the Machine API is paused (Paused True).
+        authority = status_of(owner).get("authoritativeAPI") or ""
+        if authority in PAUSED_AUTHORITIES:
+            return f"its status.authoritativeAPI is '{authority}' (the Machine API is not authoritative for it)"
+        paused = next((c for c in status_of(owner).get("conditions") or [] if c.get("type") == "Paused"), None)
+        if paused is not None and paused.get("status") == "True":
+            return f"its Paused condition is True ({paused.get('message') or paused.get('reason') or 'no message'})"
+        return None
 
     def hooks(self, machine: dict) -> dict[str, list[Hook]]:
         lifecycle = spec_of(machine).get("lifecycleHooks") or {}
