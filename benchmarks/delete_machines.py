@@ -73,6 +73,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "hack"))
 
 import cluster as cluster_tool
+import controllers
 
 sys.path.insert(0, str(cluster_tool.collections_root()))
 
@@ -88,6 +89,11 @@ SETUP_WORKERS = 16
 IDENTITY_NAMESPACE = "lm-bench-identity"
 IDENTITY_NAME = "lifecycle-machine"
 COLLECTION_USER = f"system:serviceaccount:{IDENTITY_NAMESPACE}:{IDENTITY_NAME}"
+# Beside Cluster API (--beside capi): the real manager runs as a ServiceAccount of its own, as the collection
+# does (both go through Priority and Fairness alike), and reconciles only the Clusters labelled with this filter.
+CAPI_IDENTITY_NAME = "capi-manager"
+CAPI_USER = f"system:serviceaccount:{IDENTITY_NAMESPACE}:{CAPI_IDENTITY_NAME}"
+CAPI_WATCH_FILTER = "lm-bench-capi"
 # The benchmark's own client: not the collection's user agent.
 SETUP_USER_AGENT = "lm-bench-setup"
 SAMPLE_SECONDS = 0.2
@@ -160,9 +166,18 @@ def in_pool(work, items, what: str) -> None:
                 raise RuntimeError(f"setting up {what}: {exc}") from exc
 
 
-def setup(kube: KubeApi, layout: Layout, secret_kubeconfig: str) -> None:
+def setup(kube: KubeApi, layout: Layout, secret_kubeconfig: str, *, capi: bool = False, watched: bool = False) -> None:
     """Each worker Machine on a kwok Node with 3 Pods; each Cluster with its kubeconfig Secret and a
-    control-plane Machine. Objects are created concurrently; then kwok is waited for (Nodes Ready, Pods Running)."""
+    control-plane Machine. Objects are created concurrently; then kwok is waited for (Nodes Ready, Pods Running).
+
+    ``capi``: the objects as the real Cluster API manager needs them (hack/controllers.py), the same for the
+    collection's runs and the manager's so that both delete the same Machines: a Cluster with its endpoint, its
+    control-plane Machine's FakeMachine provisioned, each worker's FakeMachine and FakeBootstrapConfig provisioned,
+    a providerID on its FakeMachine and Node. ``watched``: labelled for the manager, which then sets each
+    Machine's providerID and nodeRef (waited for); otherwise the set-up writes them, as no controller does."""
+    if capi:
+        setup_capi_shaped(kube, layout, secret_kubeconfig, watched=watched)
+        return
     for namespace in layout.namespaces:
         kube.create("/api/v1/namespaces", {"metadata": {"name": namespace}}, exists_ok=True)
     for namespace in layout.namespaces:
@@ -187,16 +202,86 @@ def setup(kube: KubeApi, layout: Layout, secret_kubeconfig: str) -> None:
         api.create(f"/apis/{CAPI}/namespaces/{namespace}/machines", machine_body(name, cluster, layout.run))
         api.patch(f"/apis/{CAPI}/namespaces/{namespace}/machines/{name}", {"status": {"nodeRef": {"name": name}}}, subresource_status=True)
         for pod_index in range(PODS_PER_MACHINE):
-            pod = {
-                "apiVersion": "v1",
-                "kind": "Pod",
-                "metadata": {"name": f"{name}-p{pod_index}", "labels": {"app": "bench", "lm-bench": layout.run}},
-                "spec": {"nodeName": name, "terminationGracePeriodSeconds": GRACE_SECONDS, "containers": [{"name": "c", "image": "bench"}]},
-            }
-            api.create(f"/api/v1/namespaces/{namespace}/pods", pod)
+            api.create(f"/api/v1/namespaces/{namespace}/pods", bench_pod(f"{name}-p{pod_index}", name, layout.run))
 
     in_pool(make_cluster, layout.clusters, "the Clusters")
     in_pool(make_machine, layout.machines(), "the Machines")
+    wait_ready(kube, layout)
+
+
+FAKE_BOOTSTRAP_READY = {"status": {"initialization": {"dataSecretCreated": True}, "dataSecretName": "lm-bench-bootstrap"}}
+
+
+def setup_capi_shaped(kube: KubeApi, layout: Layout, secret_kubeconfig: str, *, watched: bool) -> None:
+    """:func:`setup` with the objects the real Cluster API manager needs (see there)."""
+    watch_filter = CAPI_WATCH_FILTER if watched else ""
+    fake_machines = "/apis/infrastructure.cluster.x-k8s.io/v1beta1/namespaces/{}/fakemachines"
+    for namespace in layout.namespaces:
+        kube.create("/api/v1/namespaces", {"metadata": {"name": namespace}}, exists_ok=True)
+    for namespace in layout.namespaces:
+        cluster_tool.poll(lambda ns=namespace: kube.get(f"/api/v1/namespaces/{ns}/serviceaccounts/default"), 60, "the namespace's default ServiceAccount")
+
+    def make_cluster(pair: tuple[str, str]) -> None:
+        namespace, cluster = pair
+        api = kube.fork()
+        for body in controllers.capi_cluster_objects(cluster, namespace, secret_kubeconfig, watch_filter):
+            api.create(collection_of(body, namespace), body, exists_ok=True)
+        api.patch(f"{fake_machines.format(namespace)}/{cluster}-control-plane-0", controllers.FAKE_MACHINE_PROVISIONED, subresource_status=True)
+
+    def make_machine(entry: tuple[str, str, str]) -> None:
+        namespace, cluster, name = entry
+        api = kube.fork()
+        provider_id = f"fake://{namespace}/{name}"
+        node = cluster_tool.kwok_node(name, {"lm-bench": layout.run})
+        node["spec"]["providerID"] = provider_id
+        api.create("/api/v1/nodes", node)
+        fake_machine, machine = controllers.capi_machine_objects(name, namespace, cluster, watch_filter, provider_id=provider_id)
+        machine["metadata"]["labels"]["lm-bench"] = layout.run
+        machine["metadata"]["finalizers"] = ["machine.cluster.x-k8s.io"]
+        machine["spec"]["bootstrap"] = {"configRef": {"apiGroup": "bootstrap.cluster.x-k8s.io", "kind": "FakeBootstrapConfig", "name": name}}
+        if not watched:
+            machine["spec"]["providerID"] = provider_id
+        api.create(f"{fake_machines.format(namespace)}", fake_machine)
+        api.patch(f"{fake_machines.format(namespace)}/{name}", controllers.FAKE_MACHINE_PROVISIONED, subresource_status=True)
+        bootstrap = f"/apis/bootstrap.cluster.x-k8s.io/v1beta1/namespaces/{namespace}/fakebootstrapconfigs"
+        api.create(bootstrap, {"apiVersion": "bootstrap.cluster.x-k8s.io/v1beta1", "kind": "FakeBootstrapConfig", "metadata": {"name": name}})
+        api.patch(f"{bootstrap}/{name}", FAKE_BOOTSTRAP_READY, subresource_status=True)
+        api.create(f"/apis/{CAPI}/namespaces/{namespace}/machines", machine)
+        if not watched:
+            api.patch(f"/apis/{CAPI}/namespaces/{namespace}/machines/{name}", {"status": {"nodeRef": {"name": name}}}, subresource_status=True)
+        for pod_index in range(PODS_PER_MACHINE):
+            api.create(f"/api/v1/namespaces/{namespace}/pods", bench_pod(f"{name}-p{pod_index}", name, layout.run))
+
+    in_pool(make_cluster, layout.clusters, "the Clusters")
+    in_pool(make_machine, layout.machines(), "the Machines")
+    wait_ready(kube, layout)
+    if watched:
+
+        def linked() -> bool:
+            machines = kube.list(f"/apis/{CAPI}/machines", label_selector=f"lm-bench={layout.run}")
+            return sum(1 for m in machines if ((m.get("status") or {}).get("nodeRef") or {}).get("name")) >= layout.size
+
+        cluster_tool.poll(linked, 300 + layout.size, "Cluster API to set every Machine's nodeRef", interval=2)
+
+
+def collection_of(body: dict, namespace: str) -> str:
+    """The REST collection an object of hack/controllers.py's goes to."""
+    group_version, plural = body["apiVersion"], f"{body['kind'].lower()}s"
+    prefix = "/api/v1" if group_version == "v1" else f"/apis/{group_version}"
+    return f"{prefix}/namespaces/{namespace}/{plural}"
+
+
+def bench_pod(name: str, node: str, run: str) -> dict:
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "labels": {"app": "bench", "lm-bench": run}},
+        "spec": {"nodeName": node, "terminationGracePeriodSeconds": GRACE_SECONDS, "containers": [{"name": "c", "image": "bench"}]},
+    }
+
+
+def wait_ready(kube: KubeApi, layout: Layout) -> None:
+    """kwok has made every Node of the layout Ready and every Pod Running."""
     timeout = 120 + layout.size * 0.5
 
     def nodes_ready() -> bool:
@@ -341,8 +426,9 @@ def _stamp(text: str) -> datetime.datetime:
     return datetime.datetime.fromisoformat(text.replace("Z", "+00:00"))
 
 
-def audit_requests(audit_log: Path, offset: int, layout: Layout) -> Requests:
-    """The collection's requests in the audit log from byte ``offset`` on, by what they name."""
+def audit_requests(audit_log: Path, offset: int, layout: Layout, user: str = COLLECTION_USER) -> Requests:
+    """The requests of ``user`` (the collection's identity, or the Cluster API manager's) in the audit log
+    from byte ``offset`` on, by what they name."""
     result = Requests()
     if not audit_log.exists():
         return result
@@ -354,7 +440,7 @@ def audit_requests(audit_log: Path, offset: int, layout: Layout) -> Requests:
             event = json.loads(line)
         except ValueError:
             continue
-        if not (event.get("userAgent") or "").startswith("lifecycle.machine") or event.get("stage") not in (None, "ResponseComplete", "Panic"):
+        if (event.get("user") or {}).get("username") != user or event.get("stage") not in (None, "ResponseComplete", "Panic"):
             continue
         ref = event.get("objectRef") or {}
         verb = event.get("verb", "?")
@@ -435,14 +521,27 @@ class Row:
     requests: Requests
     apiserver_cpu: float
     load_before: str
+    # Who deleted the Machines: the collection, or Cluster API's manager with its workers.
+    actor: str = "collection"
+    load_after: str = ""
 
 
-def measure(kube: KubeApi, kubeconfig: str, layout: Layout, *, collection_kubeconfig: str, collection: Path, state_pids: dict, concurrency: int) -> Row:
+def measure(
+    kube: KubeApi,
+    kubeconfig: str,
+    layout: Layout,
+    *,
+    collection_kubeconfig: str,
+    collection: Path,
+    state_pids: dict,
+    concurrency: int,
+    capi_shaped: bool = False,
+) -> Row:
     size = layout.size
     audit_log = Path(kubeconfig).parent / "audit.log"
     log(f"setting up {size} Machine(s), {PODS_PER_MACHINE} Pods each, {len(layout.clusters)} Cluster(s) in {len(layout.namespaces)} namespace(s) ...")
     started = time.monotonic()
-    setup(kube, layout, Path(collection_kubeconfig).read_text())
+    setup(kube, layout, Path(collection_kubeconfig).read_text(), capi=capi_shaped)
     log(f"  set up in {time.monotonic() - started:.1f} s; deleting them at concurrency {concurrency} ...")
     time.sleep(2)  # the set-up's last audit lines are written
     offset = audit_log.stat().st_size if audit_log.exists() else 0
@@ -459,14 +558,67 @@ def measure(kube: KubeApi, kubeconfig: str, layout: Layout, *, collection_kubeco
         raise SystemExit(f"{len(left)} of {size} Machines were not deleted: {', '.join(m['metadata']['name'] for m in left[:10])}")
     time.sleep(2)
     requests = audit_requests(audit_log, offset, layout)
-    row = Row(size, layout, concurrency, run, requests, apiserver_cpu, load_before)
+    row = Row(size, layout, concurrency, run, requests, apiserver_cpu, load_before, load_after=load())
+    describe(row)
+    return row
+
+
+def process_peak_kib(pid: int | None) -> int:
+    try:
+        return next(int(line.split()[1]) for line in Path(f"/proc/{pid}/status").read_text().splitlines() if line.startswith("VmHWM:"))
+    except (OSError, StopIteration, ValueError, IndexError):
+        return 0
+
+
+def measure_capi(kube: KubeApi, kubeconfig: str, layout: Layout, *, capi_kubeconfig: str, state_dir: Path, built: Path, workers: int) -> Row:
+    """The same Machines deleted by the real Cluster API manager (``--machine-concurrency=workers``), started
+    for this run: set up under Clusters it watches, its nodeRefs waited for, then every Machine is deleted
+    (a DELETE each, 16 at a time, as ``kubectl delete machines -l`` sends them) and the time is taken until
+    the last is gone; the manager's requests from the audit log, its CPU and peak memory from /proc."""
+    size = layout.size
+    audit_log = Path(kubeconfig).parent / "audit.log"
+    state = controllers.start_capi_manager(
+        state_dir, built, watch_filter=CAPI_WATCH_FILTER, verbosity=0, kubeconfig=Path(capi_kubeconfig), args=(f"--machine-concurrency={workers}",)
+    )
+    pids = state.get("pids") or {}
+    manager = pids.get(controllers.BINARY["capi"])
+    try:
+        log(f"setting up {size} Machine(s) for Cluster API ({workers} workers), {len(layout.clusters)} Cluster(s) in {len(layout.namespaces)} namespace(s) ...")
+        started = time.monotonic()
+        setup(kube, layout, Path(capi_kubeconfig).read_text(), capi=True, watched=True)
+        log(f"  set up in {time.monotonic() - started:.1f} s; Cluster API deletes them ...")
+        time.sleep(2)
+        offset = audit_log.stat().st_size if audit_log.exists() else 0
+        load_before = load()
+        cpu_before = sum(cpu_seconds(pids.get(name)) for name in ("kube-apiserver", "etcd"))
+        manager_before = cpu_seconds(manager)
+        started = time.monotonic()
+        in_pool(lambda entry: kube.fork().delete(f"/apis/{CAPI}/namespaces/{entry[0]}/machines/{entry[2]}"), layout.machines(), "the deletions")
+
+        def gone() -> bool:
+            return not kube.list(f"/apis/{CAPI}/machines", label_selector=f"lm-bench={layout.run}")
+
+        cluster_tool.poll(gone, 3600, f"Cluster API to delete {size} Machine(s)", interval=0.5)
+        wall = time.monotonic() - started
+        apiserver_cpu = sum(cpu_seconds(pids.get(name)) for name in ("kube-apiserver", "etcd")) - cpu_before
+        run = Run(wall, "", 0, process_peak_kib(manager), cpu_seconds(manager) - manager_before, {})
+    finally:
+        controllers.stop_capi_manager(state_dir)
+    time.sleep(2)
+    requests = audit_requests(audit_log, offset, layout, user=CAPI_USER)
+    row = Row(size, layout, workers, run, requests, apiserver_cpu, load_before, actor=f"capi {workers}w", load_after=load())
+    log(
+        f"Cluster API ({workers} workers) deleted {size} Machine(s) in {wall:.1f} s; "
+        f"manager CPU {run.tree_cpu:.1f} s, peak {run.tree_maxrss_kib / 1024:.0f} MiB"
+    )
     describe(row)
     return row
 
 
 def describe(row: Row) -> None:
     r = row.requests
-    log(f"deleted {row.size} Machine(s) in {row.run.wall:.1f} s (ansible-playbook, start to end), {rounds_of(row.run.stdout)} round(s)")
+    if row.actor == "collection":
+        log(f"deleted {row.size} Machine(s) in {row.run.wall:.1f} s (ansible-playbook, start to end), {rounds_of(row.run.stdout)} round(s)")
     touched = max(1, len(r.machines))
     if len(r.machines) != row.size:
         log(f"  note: the audit log shows requests on {len(r.machines)} of {row.size} Machines")
@@ -475,8 +627,9 @@ def describe(row: Row) -> None:
     log(f"  naming none, in total: {', '.join(f'{what} {n}' for what, n in sorted(r.unnamed.items())) or 'none'}")
     if r.errors:
         log(f"  answered with an error: {', '.join(f'{what} x{n}' for what, n in sorted(r.errors.items()))}")
-    modules = ", ".join(f"{module} {count} process(es), peak {peak / 1024:.0f} MiB" for module, (count, peak) in sorted(row.run.modules.items()))
-    log(f"  module processes: {modules or 'none seen'}; whole playbook ru_maxrss {row.run.tree_maxrss_kib / 1024:.0f} MiB, CPU {row.run.tree_cpu:.1f} s")
+    if row.actor == "collection":
+        modules = ", ".join(f"{module} {count} process(es), peak {peak / 1024:.0f} MiB" for module, (count, peak) in sorted(row.run.modules.items()))
+        log(f"  module processes: {modules or 'none seen'}; whole playbook ru_maxrss {row.run.tree_maxrss_kib / 1024:.0f} MiB, CPU {row.run.tree_cpu:.1f} s")
 
 
 def repeated(rows: list[Row]) -> set[str]:
@@ -489,48 +642,60 @@ def repeated(rows: list[Row]) -> set[str]:
 
 
 def print_table(rows: list[Row], own_plane: bool) -> None:
-    once_each = repeated(rows)
-    one = next((row.run.wall for row in rows if row.size == 1), None)
+    once_each = {actor: repeated([row for row in rows if row.actor == actor]) for actor in {row.actor for row in rows}}
+    one = next((row.run.wall for row in rows if row.size == 1 and row.actor == "collection"), None)
     header = (
-        f"{'Machines':>8} {'clusters/ns':>11} {'conc.':>5} {'wall s':>7} {'x one':>6} {'req/Machine':>11} {'writes/M':>8} {'evict/M':>7} "
-        f"{'shared req':>10} {'API p50 ms':>10} {'API p99 ms':>10} {'API CPU s':>9} {'module MiB':>10} {'playbook MiB':>12} {'load before':>15}"
+        f"{'who':>10} {'Machines':>8} {'clusters/ns':>11} {'conc.':>5} {'wall s':>7} {'x one':>6} {'s/Machine':>9} {'req/Machine':>11} {'writes/M':>8} "
+        f"{'evict/M':>7} {'shared req':>10} {'all req/M':>9} {'API p50 ms':>10} {'API p99 ms':>10} {'API CPU s':>9} {'API CPU/M':>9} "
+        f"{'client CPU':>10} {'module MiB':>10} {'playbook MiB':>12} {'load before':>15} {'load after':>15}"
     )
     log("")
     log(header)
     for row in rows:
-        r = row.requests
-        module_peak = max((peak for _name, peak in row.run.modules.values()), default=0)
-        ratio = f"{row.run.wall / one:.2f}" if one else "-"
+        r, each = row.requests, once_each[row.actor]
+        collection = row.actor == "collection"
+        module_peak = max((peak for _name, peak in row.run.modules.values()), default=0) if collection else row.run.tree_maxrss_kib
+        ratio = f"{row.run.wall / one:.2f}" if one and collection else "-"
         cpu = f"{row.apiserver_cpu:.1f}" if own_plane else "-"
+        cpu_each = f"{row.apiserver_cpu / row.size:.3f}" if own_plane else "-"
+        every = (sum(r.named.values()) + r.evictions + sum(r.unnamed.values())) / row.size
+        playbook = f"{row.run.tree_maxrss_kib / 1024:.0f}" if collection else "-"
         log(
-            f"{row.size:>8} {f'{len(row.layout.clusters)}/{len(row.layout.namespaces)}':>11} {row.concurrency:>5} {row.run.wall:>7.1f} {ratio:>6} "
-            f"{r.per_machine(once_each):>11.2f} {r.writes_per_machine(once_each):>8.2f} {r.evictions / max(1, len(r.machines)):>7.2f} "
-            f"{r.shared(once_each):>10} "
-            f"{statistics.median(r.latencies_ms) if r.latencies_ms else 0:>10.1f} {percentile(r.latencies_ms, 0.99):>10.1f} {cpu:>9} "
-            f"{module_peak / 1024:>10.0f} {row.run.tree_maxrss_kib / 1024:>12.0f} {row.load_before:>15}"
+            f"{row.actor:>10} {row.size:>8} {f'{len(row.layout.clusters)}/{len(row.layout.namespaces)}':>11} {row.concurrency:>5} "
+            f"{row.run.wall:>7.1f} {ratio:>6} "
+            f"{row.run.wall / row.size:>9.3f} {r.per_machine(each):>11.2f} {r.writes_per_machine(each):>8.2f} {r.evictions / max(1, len(r.machines)):>7.2f} "
+            f"{r.shared(each):>10} {every:>9.2f} "
+            f"{statistics.median(r.latencies_ms) if r.latencies_ms else 0:>10.1f} {percentile(r.latencies_ms, 0.99):>10.1f} {cpu:>9} {cpu_each:>9} "
+            f"{row.run.tree_cpu:>10.1f} {module_peak / 1024:>10.0f} {playbook:>12} {row.load_before:>15} {row.load_after:>15}"
         )
     log("")
     log(
-        f"{PODS_PER_MACHINE} Pods per Machine (grace {GRACE_SECONDS} s); conc. = delete_machine_concurrency; clusters/ns = Cluster objects "
+        f"{PODS_PER_MACHINE} Pods per Machine (grace {GRACE_SECONDS} s); who: the collection (playbooks/delete_machine.yml) or Cluster API's "
+        "manager with its Machine workers (capi Nw, --machine-concurrency); conc. = delete_machine_concurrency, or the workers; "
+        "clusters/ns = Cluster objects "
         "(each with its own kubeconfig Secret) and namespaces; every Secret points at this same API server (self-hosted), not at "
-        "separate workload API servers. req/Machine: the collection's requests (all verbs and resources, audit log) naming one "
+        "separate workload API servers. req/Machine: the requests (all verbs and resources, audit log) naming one "
         "Machine or its Node, Pods, infrastructure and bootstrap objects, evictions apart, plus those naming none that came once "
         "or more per Machine; writes/M: the writes (create, patch, update, delete) among them; "
-        "shared req: the rest (discovery, Clusters, Secrets, the Machine and whole-cluster lists and watches), in total. "
-        "API p50/p99: the control plane's time on the collection's requests (requestReceivedTimestamp to stageTimestamp, "
-        "watches left out); API CPU s: kube-apiserver + etcd CPU during the run. module MiB: the largest VmHWM of the AnsiballZ "
-        "module processes (sampled every 0.2 s); playbook MiB: ru_maxrss of the whole playbook tree (wait4), the largest of its "
-        "processes, controller or module."
+        "shared req: the rest (discovery, Clusters, Secrets, the Machine and whole-cluster lists and watches), in total; "
+        "all req/M: every request, evictions and shared ones too, per Machine. "
+        "API p50/p99: the control plane's time on those requests (requestReceivedTimestamp to stageTimestamp, "
+        "watches left out); API CPU s: kube-apiserver + etcd CPU during the run (and per Machine). client CPU: the playbook's "
+        "(modules too) or the manager's CPU seconds in the run. module MiB: the largest VmHWM of the AnsiballZ "
+        "module processes (sampled every 0.2 s), or the manager's peak; playbook MiB: ru_maxrss of the whole playbook tree (wait4), "
+        "the largest of its processes, controller or module. Wall: ansible-playbook start to end, or the first DELETE to the last "
+        "Machine gone."
     )
-    if once_each:
-        largest = max(rows, key=lambda row: row.size)
-        touched = max(1, len(largest.requests.machines))
-        each = ", ".join(f"{what} {largest.requests.unnamed[what] / touched:.2f}" for what in sorted(once_each))
-        log(f"Naming no Machine but once or more per Machine ({largest.size} Machines), counted in req/Machine: {each}")
+    for actor, each in sorted(once_each.items()):
+        if each:
+            largest = max((row for row in rows if row.actor == actor), key=lambda row: row.size)
+            touched = max(1, len(largest.requests.machines))
+            named = ", ".join(f"{what} {largest.requests.unnamed[what] / touched:.2f}" for what in sorted(each))
+            log(f"{actor}: naming no Machine but once or more per Machine ({largest.size} Machines), counted in req/Machine: {named}")
     for row in rows:
         touched = max(1, len(row.requests.machines))
         gets = sorted((what.split(" ", 1)[1], n) for what, n in row.requests.named.items() if what.startswith("get "))
-        log(f"GETs per Machine ({row.size} Machines), by resource: {', '.join(f'{what} {n / touched:.2f}' for what, n in gets) or 'none'}")
+        log(f"{row.actor}: GETs per Machine ({row.size} Machines), by resource: {', '.join(f'{what} {n / touched:.2f}' for what, n in gets) or 'none'}")
     if not own_plane:
         log("With --kubeconfig the requests are what that control plane's audit policy logs, which may be a part of them.")
 
@@ -555,9 +720,29 @@ def cleanup(kube: KubeApi, layouts: list[Layout]) -> None:
         kube.delete(f"/api/v1/namespaces/{IDENTITY_NAMESPACE}")
 
 
+def plan(args: argparse.Namespace) -> list[tuple[int, int, int]]:
+    """(Machines, Clusters, concurrency) of each run. One concurrency and one layout: each size once, the largest
+    spread over the Clusters, the others in one; several: every size at every concurrency in every layout."""
+    if len(args.concurrencies) == 1 and len(args.layouts) == 1:
+        largest = max(args.sizes)
+        return [(size, args.layouts[0] if size == largest and size > 1 else 1, max(1, min(size, args.concurrencies[0]))) for size in args.sizes]
+    runs = []
+    for size in args.sizes:
+        for clusters in args.layouts:
+            for concurrency in args.concurrencies:
+                runs.append((size, min(size, clusters), max(1, min(size, concurrency))))
+    return list(dict.fromkeys(runs))
+
+
 def benchmark(kubeconfig: str, args: argparse.Namespace, state_pids: dict, own_plane: bool) -> int:
     kube = api_from_kubeconfig(kubeconfig, user_agent=SETUP_USER_AGENT)
-    cluster_tool.set_capi_generation(cluster_tool.state_from_kubeconfig(Path(kubeconfig)), "v1beta2")
+    built = None
+    if args.beside:
+        # Cluster API's own CRDs (v1beta2 served and stored) on the private control plane, for both: its manager owns them.
+        built = controllers.build_controllers(("capi",), build=False)["capi"]
+        controllers.apply_crds(cluster_tool._read_state(Path(kubeconfig).parent), built / "crds")
+    else:
+        cluster_tool.set_capi_generation(cluster_tool.state_from_kubeconfig(Path(kubeconfig)), "v1beta2")
     kube.discovery.invalidate()
     suffix = uuid.uuid4().hex[:5]
     layouts: list[Layout] = []
@@ -570,11 +755,9 @@ def benchmark(kubeconfig: str, args: argparse.Namespace, state_pids: dict, own_p
             collection_kubeconfig.write_text(
                 cluster_tool.service_account_kubeconfig(kubeconfig, IDENTITY_NAME, IDENTITY_NAMESPACE, expiration_seconds=12 * 3600)
             )
-            for size in args.sizes:
-                spread = size == max(args.sizes) and size > 1
-                layout = layout_for(f"r{size}-{suffix}", size, args.clusters if spread else 1, args.namespaces if spread else 1)
+            for size, clusters, concurrency in plan(args):
+                layout = layout_for(f"r{size}-c{concurrency}-k{clusters}-{suffix}", size, clusters, args.namespaces if clusters > 1 else 1)
                 layouts.append(layout)
-                concurrency = max(1, min(size, args.concurrency))
                 rows.append(
                     measure(
                         kube,
@@ -584,10 +767,25 @@ def benchmark(kubeconfig: str, args: argparse.Namespace, state_pids: dict, own_p
                         collection=collection,
                         state_pids=state_pids,
                         concurrency=concurrency,
+                        capi_shaped=bool(args.beside),
                     )
                 )
                 if not own_plane:  # a private control plane goes as a whole
                     cleanup(kube, [layout])
+            for size, clusters in dict.fromkeys((size, clusters) for size, clusters, _concurrency in plan(args)) if args.beside else []:
+                capi_kubeconfig = Path(scratch) / "capi-kubeconfig"
+                if not capi_kubeconfig.exists():
+                    capi_kubeconfig.write_text(
+                        cluster_tool.service_account_kubeconfig(kubeconfig, CAPI_IDENTITY_NAME, IDENTITY_NAMESPACE, expiration_seconds=12 * 3600)
+                    )
+                for workers in args.capi_workers:
+                    layout = layout_for(f"r{size}-w{workers}-k{clusters}-{suffix}", size, clusters, args.namespaces if clusters > 1 else 1)
+                    layouts.append(layout)
+                    rows.append(
+                        measure_capi(
+                            kube, kubeconfig, layout, capi_kubeconfig=str(capi_kubeconfig), state_dir=Path(kubeconfig).parent, built=built, workers=workers
+                        )
+                    )
             print_table(rows, own_plane)
             return 0
         finally:
@@ -599,25 +797,45 @@ def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--kubeconfig", help="a running control plane (default: start a private one)")
     parser.add_argument("--sizes", default="1,20,100", help="the numbers of Machines, one run each (default 1,20,100; the fleet: 1,20,100,1000)")
-    parser.add_argument("--concurrency", type=int, default=100, help="the most Machines deleted side by side (delete_machine_concurrency): min(size, this)")
-    parser.add_argument("--clusters", type=int, default=10, help="Cluster objects the largest size is spread over (default 10)")
+    parser.add_argument(
+        "--concurrency",
+        default="100",
+        help="the most Machines deleted side by side (delete_machine_concurrency): min(size, this); several (10,100,1000): each size at each",
+    )
+    parser.add_argument(
+        "--clusters", default="10", help="Cluster objects the largest size is spread over (default 10); several (1,10): each size in each layout"
+    )
     parser.add_argument("--namespaces", type=int, default=5, help="namespaces those Clusters are in (default 5)")
     parser.add_argument("--worktree", action="store_true", help="measure the checkout as it is, not HEAD as committed")
     parser.add_argument("--keep", action="store_true", help="keep the private control plane's directory (its audit log) once stopped")
+    parser.add_argument(
+        "--beside",
+        choices=["capi"],
+        help="also delete the same Machines with the real Cluster API manager (v1.14.2, built by hack/build-controllers.sh), each size in each layout",
+    )
+    parser.add_argument("--capi-workers", default="10,100", help="with --beside capi: its --machine-concurrency values, one run each (default 10,100)")
     parser.add_argument("--machines", type=int, help=argparse.SUPPRESS)  # the old option: --sizes 1,N
     args = parser.parse_args(argv)
     try:
         args.sizes = sorted({int(size) for size in (f"1,{args.machines}" if args.machines else args.sizes).split(",") if size.strip()})
     except ValueError:
         args.sizes = []
-    if not args.sizes or args.sizes[0] < 1 or args.concurrency < 1:
-        parser.error("--sizes takes positive numbers and --concurrency at least 1")
+    try:
+        args.concurrencies = [int(value) for value in str(args.concurrency).split(",") if value.strip()]
+        args.layouts = [int(value) for value in str(args.clusters).split(",") if value.strip()]
+        args.capi_workers = [int(value) for value in str(args.capi_workers).split(",") if value.strip()]
+    except ValueError:
+        args.concurrencies = args.layouts = []
+    if args.beside and args.kubeconfig:
+        parser.error("--beside runs on a private control plane of its own (no --kubeconfig)")
+    if not args.sizes or args.sizes[0] < 1 or not args.concurrencies or min(args.concurrencies) < 1 or not args.layouts or min(args.layouts) < 1:
+        parser.error("--sizes, --concurrency and --clusters take positive numbers")
     cluster_tool.restore_sigint()
     if args.kubeconfig:
         return benchmark(str(Path(args.kubeconfig).resolve()), args, {}, own_plane=False)
     # The private control plane's audit policy also logs every request of the collection's identity.
     policy = copy.deepcopy(cluster_tool.AUDIT_POLICY)
-    policy["rules"].insert(0, {"level": "Metadata", "users": [COLLECTION_USER]})
+    policy["rules"].insert(0, {"level": "Metadata", "users": [COLLECTION_USER, CAPI_USER]})
     cluster_tool.AUDIT_POLICY = policy
     state_dir = REPO / ".tmp" / f"bench-{os.getpid()}"
     log("starting a private control plane ...")

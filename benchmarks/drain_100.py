@@ -10,9 +10,18 @@ requests the module sent (target: at most 2 x the Pods plus a small constant)
 and its passes, and the grace-period lower bound of the ordered drain.
 
     python benchmarks/drain_100.py [--kubeconfig PATH] [--wait-sleep N] [--only ordered|unordered]
+                                   [--runs N] [--collection DIR ...]
 
 Without --kubeconfig a private control plane is started under .tmp/ and stopped
 at the end. With one, the objects it creates are deleted at the end.
+
+--collection measures the collection of another checkout (a worktree of an
+older commit, say) with this script, beside this checkout's or instead of it:
+each drain's bound is measured once per run and every collection's command
+against it, one after the other, so their ratios are taken within minutes of
+each other (a bisect compares commits this way). --runs N repeats the whole
+set and prints the medians; a ratio is worth more than a time on a machine
+whose load moves, and the load average is printed beside every run.
 """
 
 from __future__ import annotations
@@ -23,6 +32,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import uuid
@@ -39,6 +49,9 @@ sys.path.insert(0, str(cluster_tool.collections_root()))
 from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.client import KubeApi
 from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.connect import api_from_kubeconfig
 from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.errors import ApiError
+
+# The set-up's, the bound's and the clock's requests, told from the module's (lifecycle.machine) in the audit log.
+BENCH_AGENT = "drain-100-bench"
 
 # (name, replicas, grace period seconds, order, PodDisruptionBudget spec)
 BATCHES = [
@@ -199,17 +212,49 @@ def practical_bound(kube: KubeApi, namespace: str, node: str, ordered: bool) -> 
     return time.monotonic() - started
 
 
-def run_module(kubeconfig: str, params: dict) -> tuple[dict, float]:
+def load() -> str:
+    """The machine's load average (1, 5 and 15 minutes), as uptime prints it."""
+    return " ".join(f"{value:.2f}" for value in os.getloadavg())
+
+
+def collections_root(checkout: Path) -> Path:
+    """An ANSIBLE_COLLECTIONS_PATH whose lifecycle.machine is ``checkout``."""
+    checkout = checkout.resolve()
+    if checkout == REPO:
+        return cluster_tool.collections_root()
+    root = REPO / ".tmp" / "collections-bench" / checkout.name
+    target = root / "ansible_collections" / "lifecycle" / "machine"
+    if not target.is_symlink() or target.resolve() != checkout:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if target.is_symlink():
+            target.unlink()
+        target.symlink_to(checkout, target_is_directory=True)
+    return root
+
+
+def run_module(kubeconfig: str, params: dict, collections: Path | None = None) -> tuple[dict, float]:
     env = cluster_tool.ansible_environment(kubeconfig, ANSIBLE_LOAD_CALLBACK_PLUGINS="1", ANSIBLE_STDOUT_CALLBACK="ansible.posix.json")
+    if collections is not None:
+        env["ANSIBLE_COLLECTIONS_PATH"] = str(collections)
     command = [str(Path(sys.executable).parent / "ansible"), "localhost", "-c", "local", "-i", "localhost,", "-m", "lifecycle.machine.machine_drain"]
     command += ["-a", json.dumps(params)]
-    started = time.monotonic()
-    proc = subprocess.run(command, capture_output=True, text=True, env=env, check=False)
-    wall = time.monotonic() - started
+    started, started_at = time.monotonic(), time.time()
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        proc = subprocess.Popen(command, stdout=out, stderr=err, env=env)
+        # wait4: the CPU seconds of the command and every process it waited for (Ansible's workers, the module).
+        _pid, status, usage = os.wait4(proc.pid, 0)
+        wall = time.monotonic() - started
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        out.seek(0)
+        err.seek(0)
+        stdout, stderr = out.read().decode(), err.read().decode()
     try:
-        return json.loads(proc.stdout)["plays"][0]["tasks"][0]["hosts"]["localhost"], wall
+        result = json.loads(stdout)["plays"][0]["tasks"][0]["hosts"]["localhost"]
     except (ValueError, KeyError, IndexError):
-        raise SystemExit(f"machine_drain did not run: rc={proc.returncode}\n{proc.stdout}\n{proc.stderr}") from None
+        raise SystemExit(f"machine_drain did not run: rc={proc.returncode}\n{stdout}\n{stderr}") from None
+    result["command_cpu"] = usage.ru_utime + usage.ru_stime
+    result["command_span"] = (started_at, started_at + wall)
+    return result, wall
 
 
 def fresh_workload(kube: KubeApi, budgets: bool) -> tuple[str, str, str]:
@@ -226,22 +271,23 @@ def clean_up(kube: KubeApi, namespace: str, node: str, spare: str) -> None:
         kube.delete(f"/api/v1/nodes/{name}")
 
 
-def measure_module(kube: KubeApi, kubeconfig: str, wait_sleep: int, budgets: bool, ordered: bool) -> dict | None:
+def measure_module(kube: KubeApi, kubeconfig: str, wait_sleep: int, budgets: bool, ordered: bool, *, collections: Path | None = None) -> dict | None:
     namespace, node, spare = fresh_workload(kube, budgets)
     try:
         rules = [
             {"name": f"order-{name}", "drain": {"behavior": "Drain", "order": order}, "pods": [{"selector": {"matchLabels": {"app": name}}}]}
             for name, _replicas, _grace, order, _budget in BATCHES
         ]
-        clock = DeletionClock(api_from_kubeconfig(kubeconfig), node)
+        clock = DeletionClock(api_from_kubeconfig(kubeconfig, user_agent=BENCH_AGENT), node)
         params = {"node": node, "wait_sleep": wait_sleep, "wait_timeout": 600, "rules": rules if ordered else []}
-        result, wall = run_module(kubeconfig, params)
+        result, wall = run_module(kubeconfig, params, collections)
         time.sleep(1)
         clock.stop()
         if result.get("failed"):
             log(f"drain failed: {result.get('msg')}")
             return None
         result["task_wall"] = wall
+        result["namespace"] = namespace
         result["timeline"] = clock.report()
         return result
     finally:
@@ -256,68 +302,112 @@ def measure_bound(kube: KubeApi, budgets: bool, ordered: bool) -> float:
         clean_up(kube, namespace, node, spare)
 
 
-def measure_floor(kube: KubeApi, kubeconfig: str, runs: int = 3) -> float:
+def measure_floor(kube: KubeApi, kubeconfig: str, runs: int = 3, collections: Path | None = None) -> tuple[float, float]:
     """The whole command's floor: the median wall time of the same machine_drain
     command on a Node with no Pods (starting Ansible and the module, connecting,
-    cordoning, one look at the Pods), which no drain can go below."""
-    walls = []
+    cordoning, one look at the Pods), which no drain can go below; and its CPU seconds."""
+    walls, cpus = [], []
     for _run in range(runs):
         node = f"bench-{uuid.uuid4().hex[:6]}-empty"
         kube.create("/api/v1/nodes", kwok_node(node, "empty"))
         try:
-            result, wall = run_module(kubeconfig, {"node": node, "wait_sleep": 2, "wait_timeout": 60})
+            result, wall = run_module(kubeconfig, {"node": node, "wait_sleep": 2, "wait_timeout": 60}, collections)
             if result.get("failed"):
                 raise SystemExit(f"machine_drain failed on an empty Node: {result.get('msg')}")
             walls.append(wall)
+            cpus.append(result["command_cpu"])
         finally:
             kube.delete(f"/api/v1/nodes/{node}")
-    return sorted(walls)[len(walls) // 2]
+    return median(walls), median(cpus)
 
 
-def benchmark(kubeconfig: str, wait_sleep: int, budgets: bool = True, only: str | None = None) -> int:
-    kube = api_from_kubeconfig(kubeconfig)
+def median(values: list[float]) -> float:
+    ordered = sorted(values)
+    middle = len(ordered) // 2
+    return ordered[middle] if len(ordered) % 2 else (ordered[middle - 1] + ordered[middle]) / 2
+
+
+def checkout_label(checkout: Path) -> str:
+    """A checkout's commit (with + when it has edits), for the table."""
+    head = subprocess.run(["git", "-C", str(checkout), "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=False).stdout.strip()
+    dirty = subprocess.run(["git", "-C", str(checkout), "status", "--porcelain", "plugins"], capture_output=True, text=True, check=False).stdout.strip()
+    return (head or checkout.name) + ("+" if dirty else "")
+
+
+def benchmark(kubeconfig: str, args: argparse.Namespace) -> int:
+    kube = api_from_kubeconfig(kubeconfig, user_agent=BENCH_AGENT)
+    budgets = not args.without_budgets
+    labels = [checkout_label(checkout) for checkout in args.collection]
+    roots = [collections_root(checkout) for checkout in args.collection]
+    kinds = [ordered for ordered in (False, True) if not args.only or args.only == ("ordered" if ordered else "unordered")]
+    floors: dict[int, float] = {}
+    for index, root in enumerate(roots):
+        floors[index], cpu = measure_floor(kube, kubeconfig, collections=root)
+        log(f"floor of {labels[index]}: the same command on a Node with no Pods takes {floors[index]:.2f} s, {cpu:.2f} CPU s (median of 3; load {load()})")
+    rows: list[tuple[int, bool, int, float, dict, str]] = []  # run, ordered, checkout, bound, result, load after
+    for run in range(args.runs):
+        for ordered in kinds:
+            label = "three order batches" if ordered else "unordered"
+            bound = measure_bound(kube, budgets, ordered)
+            log(f"run {run + 1}, {label}: practical bound {bound:.1f} s (load {load()})")
+            # Alternate which collection goes first, so that none always follows the bound.
+            order = list(range(len(roots)))
+            if run % 2:
+                order.reverse()
+            for index in order:
+                result = measure_module(kube, kubeconfig, args.wait_sleep, budgets, ordered, collections=roots[index])
+                if result is None:
+                    return 1
+                rows.append((run, ordered, index, bound, result, load()))
+                log(
+                    f"run {run + 1}, {label}, {labels[index]}: command {result['task_wall']:.1f} s ({result['task_wall'] / bound:.2f} x the bound), "
+                    f"module {result['elapsed_seconds']:.1f} s ({result['elapsed_seconds'] / bound:.2f} x), {result['command_cpu']:.1f} CPU s (load {load()}; "
+                    f"namespace {result['namespace']}, from {result['command_span'][0]:.3f} to {result['command_span'][1]:.3f})"
+                )
+    report(rows, labels, floors, kinds, budgets)
+    return 0
+
+
+def report(rows: list[tuple[int, bool, int, float, dict, str]], labels: list[str], floors: dict[int, float], kinds: list[bool], budgets: bool) -> None:
+    """Every run's figures, then the medians of the ratios and the target's verdict."""
     pods = sum(b[1] for b in BATCHES)
-    floor = measure_floor(kube, kubeconfig)
-    log(f"floor: the same command on a Node with no Pods takes {floor:.1f} s (median of 3)")
-    rows = []
-    for ordered in (False, True):
-        label = "three order batches" if ordered else "unordered"
-        if only and only != ("ordered" if ordered else "unordered"):
-            continue
-        bound = measure_bound(kube, budgets, ordered)
-        log(f"{label}: practical bound {bound:.1f} s")
-        result = measure_module(kube, kubeconfig, wait_sleep, budgets, ordered)
-        if result is None:
-            return 1
-        rows.append((label, bound, result))
     described = ", ".join(f"{name} {budget}" for name, _r, _g, _o, budget in BATCHES) if budgets else "none (--without-budgets)"
     log("")
     log(f"{pods} Pods on one Node; PodDisruptionBudgets: {described}")
     log(
-        f"{'drain':<22} {'bound':>7} {'machine_drain':>14} {'ratio':>6} {'(task)':>7} {'task ratio':>10} {'above floor':>12} {'API requests':>13} {'passes':>7}"
+        f"{'drain':<20} {'collection':<10} {'run':>3} {'bound':>6} {'command':>8} {'cmd ratio':>9} {'module':>7} {'mod ratio':>9} "
+        f"{'above floor':>11} {'requests':>8} {'passes':>6} {'CPU s':>6}  load after"
     )
-    worst = worst_task = 0.0
-    for label, bound, result in rows:
-        ratio = result["elapsed_seconds"] / bound
-        task_ratio = result["task_wall"] / bound
-        above = (result["task_wall"] - floor) / bound
-        worst, worst_task = max(worst, ratio), max(worst_task, task_ratio)
-        log(
-            f"{label:<22} {bound:6.1f}s {result['elapsed_seconds']:13.1f}s {ratio:6.2f} {result['task_wall']:6.1f}s {task_ratio:10.2f} "
-            f"{above:12.2f} {result['api_requests']:>13} {result['passes']:>7}"
-        )
-    log(
-        f"targets: the whole command within 1.10 x the bound (worst {worst_task:.2f}; less its {floor:.1f} s floor, "
-        f"which a drain of no Pods takes too: see 'above floor'); the module's own time (ratio, worst {worst:.2f}); "
-        f"API requests at most 2 x {pods} Pods + a small constant"
-    )
-    lower_bound = sum(grace for _name, _replicas, grace, _order, _budget in BATCHES)
-    log(f"grace-period lower bound of the ordered drain: {lower_bound} s ({' + '.join(str(b[2]) for b in BATCHES)})")
-    for label, _bound, result in rows:
-        log(f"{label}, as seen by a watch on the Node's Pods (from the first eviction):")
-        for line in result["timeline"]:
-            log(line)
-    return 0
+    worst: dict[int, float] = {}
+    summary = []
+    for ordered in kinds:
+        label = "three order batches" if ordered else "unordered"
+        for index, name in enumerate(labels):
+            mine = [row for row in rows if row[1] == ordered and row[2] == index]
+            for run, _ordered, _index, bound, result, after in mine:
+                log(
+                    f"{label:<20} {name:<10} {run + 1:>3} {bound:5.1f}s {result['task_wall']:7.1f}s {result['task_wall'] / bound:9.2f} "
+                    f"{result['elapsed_seconds']:6.1f}s {result['elapsed_seconds'] / bound:9.2f} {(result['task_wall'] - floors[index]) / bound:11.2f} "
+                    f"{result['api_requests']:>8} {result['passes']:>6} {result['command_cpu']:6.1f}  {after}"
+                )
+            command = median([row[4]["task_wall"] / row[3] for row in mine])
+            module = median([row[4]["elapsed_seconds"] / row[3] for row in mine])
+            worst[index] = max(worst.get(index, 0.0), command)
+            summary.append(f"{label:<20} {name:<10} command {command:.2f} x the bound, module {module:.2f} x (median of {len(mine)})")
+    log("")
+    log(f"medians of the ratios (floor: {', '.join(f'{labels[i]} {floors[i]:.2f} s' for i in floors)}):")
+    for line in summary:
+        log(f"  {line}")
+    for index, ratio in worst.items():
+        verdict = "met" if ratio <= 1.10 else "MISSED"
+        log(f"target (the whole command within 1.10 x the bound, ordered and unordered) for {labels[index]}: {verdict} (worst median {ratio:.2f})")
+    log(f"API requests: at most 2 x {pods} Pods + a small constant; grace-period lower bound of the ordered drain: {sum(b[2] for b in BATCHES)} s")
+    last = max(row[0] for row in rows)
+    for run, ordered, index, _bound, result, _after in rows:
+        if run == last:
+            log(f"{'three order batches' if ordered else 'unordered'} ({labels[index]}), as seen by a watch on the Node's Pods (from the first eviction):")
+            for line in result["timeline"]:
+                log(line)
 
 
 def main(argv: list[str]) -> int:
@@ -326,15 +416,22 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--wait-sleep", type=int, default=2, help="machine_drain wait_sleep (default 2, the module's default)")
     parser.add_argument("--without-budgets", action="store_true", help="no PodDisruptionBudgets (to see what the budgets cost)")
     parser.add_argument("--only", choices=["ordered", "unordered"], help="run one of the two drains")
+    parser.add_argument("--runs", type=int, default=1, help="repeat the whole set N times and print the medians (default 1)")
+    parser.add_argument(
+        "--collection", action="append", type=Path, default=[], metavar="DIR", help="a checkout whose collection to measure (repeatable; default: this one)"
+    )
     args = parser.parse_args(argv)
-    budgets = not args.without_budgets
+    args.collection = [path.resolve() for path in args.collection] or [REPO]
+    for checkout in args.collection:
+        if not (checkout / "plugins" / "modules" / "machine_drain.py").is_file():
+            parser.error(f"{checkout} is not a checkout of the collection")
     if args.kubeconfig:
-        return benchmark(str(Path(args.kubeconfig).resolve()), args.wait_sleep, budgets, args.only)
+        return benchmark(str(Path(args.kubeconfig).resolve()), args)
     state_dir = REPO / ".tmp" / f"bench-{os.getpid()}"
     log("starting a private control plane ...")
     cluster_tool.up(state_dir, quiet=True)
     try:
-        return benchmark(str(state_dir / "kubeconfig"), args.wait_sleep, budgets, args.only)
+        return benchmark(str(state_dir / "kubeconfig"), args)
     finally:
         cluster_tool.down(state_dir)
 

@@ -205,50 +205,67 @@ def up_capi(
         # informers and CRD migrator expect). Never set_capi_generation() here: the
         # manager's CRD migrator owns these CRDs now.
         apply_crds(state, built / "crds")
-        _webhook_cert(state_dir / "capi-certs")
-        ports = {"webhook": cluster_tool._free_port(), "health": cluster_tool._free_port()}
-        argv = [
-            str(built / BINARY["capi"]),
-            f"--kubeconfig={state_dir / 'components.kubeconfig'}",
-            "--leader-elect=false",
-            f"--webhook-port={ports['webhook']}",
-            f"--webhook-cert-dir={state_dir / 'capi-certs'}",
-            f"--health-addr=127.0.0.1:{ports['health']}",
-            "--diagnostics-address=0",
-            "--logging-format=json",
-            f"--v={verbosity}",
-        ]
-        if watch_filter:
-            argv.append(f"--watch-filter={watch_filter}")
-        log = state_dir / "capi-manager.log"
-
-        def ready() -> bool | str:
-            healthy = _http_ok(f"http://127.0.0.1:{ports['health']}/readyz")
-            if healthy is not True:
-                return f"/readyz: {healthy}"
-            # /readyz is only the webhook server: wait for the Machine controller's workers too.
-            return _log_has(log, '"Starting workers"', '"controller":"machine"') or "the machine controller has not started its workers"
-
-        version = (built / "version").read_text().split()[-1]
-        state = _start_controller(
-            state_dir,
-            BINARY["capi"],
-            argv,
-            ready=ready,
-            timeout=180,
-            extra={"version": version, "watch_filter": watch_filter, "ports": ports, "binary_dir": str(built)},
-        )
+        state = start_capi_manager(state_dir, built, watch_filter=watch_filter, verbosity=verbosity)
     except BaseException:
         down(state_dir)
         raise
     if workload:
         state["workload_kubeconfig"] = str(state_dir / cluster_tool.WORKLOAD_SUBDIR / "kubeconfig")
     if not quiet:
-        print(f"Cluster API {version} running (watch filter {watch_filter or 'none'}); log: {log}")
+        print(f"Cluster API {state['controller']['version']} running (watch filter {watch_filter or 'none'}); log: {state_dir / 'capi-manager.log'}")
         print(f"management kubeconfig: {state_dir / 'kubeconfig'}")
         if workload:
             print(f"workload kubeconfig:   {state['workload_kubeconfig']}")
     return state
+
+
+def start_capi_manager(
+    state_dir: Path, built: Path, *, watch_filter: str = DEFAULT_WATCH_FILTER, verbosity: int = 4, kubeconfig: Path | None = None, args: tuple[str, ...] = ()
+) -> dict:
+    """Start the Cluster API core manager of ``built`` (a directory of :func:`build_controllers`) against the
+    control plane in ``state_dir``, whose CRDs are the release's already (:func:`apply_crds`): as the identity of
+    ``kubeconfig`` (default the components' admin one), with ``args`` added (``--machine-concurrency=100``, say).
+    Returns the state once the Machine controller has started its workers; :func:`stop_capi_manager` stops it."""
+    state_dir = Path(state_dir).resolve()
+    _webhook_cert(state_dir / "capi-certs")
+    ports = {"webhook": cluster_tool._free_port(), "health": cluster_tool._free_port()}
+    argv = [
+        str(built / BINARY["capi"]),
+        f"--kubeconfig={kubeconfig or state_dir / 'components.kubeconfig'}",
+        "--leader-elect=false",
+        f"--webhook-port={ports['webhook']}",
+        f"--webhook-cert-dir={state_dir / 'capi-certs'}",
+        f"--health-addr=127.0.0.1:{ports['health']}",
+        "--diagnostics-address=0",
+        "--logging-format=json",
+        f"--v={verbosity}",
+        *args,
+    ]
+    if watch_filter:
+        argv.append(f"--watch-filter={watch_filter}")
+    log = state_dir / "capi-manager.log"
+    if log.exists():
+        log.unlink()  # a manager started again is ready when its own workers start
+
+    def ready() -> bool | str:
+        healthy = _http_ok(f"http://127.0.0.1:{ports['health']}/readyz")
+        if healthy is not True:
+            return f"/readyz: {healthy}"
+        # /readyz is only the webhook server: wait for the Machine controller's workers too.
+        return _log_has(log, '"Starting workers"', '"controller":"machine"') or "the machine controller has not started its workers"
+
+    version = (built / "version").read_text().split()[-1]
+    extra = {"version": version, "watch_filter": watch_filter, "ports": ports, "binary_dir": str(built), "args": list(args)}
+    return _start_controller(state_dir, BINARY["capi"], argv, ready=ready, timeout=180, extra=extra)
+
+
+def stop_capi_manager(state_dir: Path) -> None:
+    """Stop the Cluster API manager started from ``state_dir``, leaving its control plane running."""
+    state = cluster_tool._read_state(Path(state_dir))
+    pid = (state.get("pids") or {}).pop(BINARY["capi"], None)
+    if pid:
+        cluster_tool._stop([pid])
+    (Path(state_dir) / "state.json").write_text(json.dumps(state))
 
 
 def up_mapi(state_dir: Path, namespace: str = "", *, build: bool = True, verbosity: int = 3, quiet: bool = False) -> dict:

@@ -22,6 +22,8 @@ from typing import Any
 from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.access import ACCESS_REVIEWS, Access
 from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.cache import Cache, Reader
 from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.errors import ApiError, Cancelled, http_reason
+from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.flow import Flow
+from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.window import Window
 
 
 def merge_patch(target: Any, patch: Any) -> Any:
@@ -212,6 +214,10 @@ class FakeKube:
 
     def cached_reader(self) -> Reader:
         return Reader(self, self.cache)
+
+    def flow_control(self, most: int) -> Flow:
+        # The stand-in has no server to answer: every unit of work starts at once, up to ``most``.
+        return Flow(Window(most, start=most), self.monotonic)
 
     def live_reader(self) -> Reader:
         return Reader(self, None)

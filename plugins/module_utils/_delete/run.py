@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 
 from ansible_collections.lifecycle.machine.plugins.module_utils._delete.api import read_batch
 from ansible_collections.lifecycle.machine.plugins.module_utils._delete.followed import judge_reported_budgets
@@ -662,15 +661,15 @@ def delete_machines(api: KubeApi, request: DeleteRequest) -> dict:
         fork = api.fork()
         replacing = Replacing(fork, plan, machine_key(machine), clock)
         deletions.append(MachineDeletion(fork, request, machine, clock=clock, slice_end=slice_end, feeds=feeds, replacing=replacing))
+    # At most `concurrency` Machines at once, fewer while the API server's answers say it is not keeping up
+    # (_k8s/flow.py): asking for more than the server can take never makes the task slower or bigger.
+    flow = api.flow_control(max(1, min(request.concurrency, len(deletions))))
     try:
         # The Machines already under way first: with replacement none or first, the others wait for their slot.
         order = sorted(deletions, key=lambda deletion: not plan.started(deletion.key))
-        if deletions:
-            with ThreadPoolExecutor(max_workers=max(1, min(request.concurrency, len(deletions)))) as pool:
-                done = dict(zip((deletion.key for deletion in order), pool.map(lambda deletion: deletion.run(), order), strict=True))
-            outcomes = [done[deletion.key] for deletion in deletions]
-        else:
-            outcomes = []
+        answers = flow.run_all(order, lambda deletion: deletion.run(), cancelled=lambda: api.cancelled)
+        done = dict(zip((deletion.key for deletion in order), answers, strict=True))
+        outcomes = [done[deletion.key] for deletion in deletions]
     finally:
         feeds.stop()
         api.stop_caches()

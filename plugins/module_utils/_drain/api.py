@@ -25,7 +25,7 @@ import datetime as _dt
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 
-from ansible_collections.lifecycle.machine.plugins.module_utils._drain.budgets import budget_groups, charges, dry_run_allowance, single_budget
+from ansible_collections.lifecycle.machine.plugins.module_utils._drain.budgets import BudgetChain, budget_groups
 from ansible_collections.lifecycle.machine.plugins.module_utils._drain.escalations import (
     Escalation,
     check_rule_names,
@@ -255,9 +255,10 @@ def evict_pods(
     budget refuses, its remaining Ready Pods are recorded as refused with the
     same message without asking again in this pass. In a dry run, Ready Pods
     beyond what a budget allows now are refused as the server would refuse them
-    (see :func:`dry_run_allowance`). With ``predict`` (``budgets`` kept current
-    by a watch) a real drain does the same instead of sending evictions the
-    budget is known to refuse: the watch wakes the drain when it allows more.
+    (see :func:`dry_run_allowance`). With ``predict`` (``budgets`` read for this
+    pass or kept current by a watch) a real drain does the same instead of
+    sending evictions the budget is known to refuse: the watch wakes the drain
+    when it allows more (:class:`BudgetChain`).
     """
     outcome = EvictionOutcome()
     if not pods:
@@ -266,28 +267,14 @@ def evict_pods(
 
     def chain(group: list[dict]) -> list[tuple[str, str | None, bool, str | None]]:
         results = []
-        refusal = None
-        known = (dry_run or predict) and not disable_eviction and (len(group) > 1 or predict)
-        allowance = dry_run_allowance(group, budgets or []) if known else None
-        # Whether a Pod uses up the budget is the eviction API's own rule (unhealthyPodEvictionPolicy: _drain/budgets.py).
-        budget = single_budget(group, budgets or [])
+        budget = BudgetChain(group, budgets or [], predict=predict and not disable_eviction, dry_run=dry_run and not disable_eviction)
         for pod in group:
-            if refusal is not None and charges(pod, budget):
-                results.append((pod_key(pod), refusal, False, BUDGET_CAUSE))
-                continue
-            if predict and allowance is not None and allowance[0] <= 0 and charges(pod, budget):
-                refusal = allowance[1]
+            refusal = budget.refused(pod)
+            if refusal is not None:
                 results.append((pod_key(pod), refusal, False, BUDGET_CAUSE))
                 continue
             failure, gone, status, cause = _evict(api, pod, grace_period=grace_period, disable_eviction=disable_eviction, dry_run=dry_run)
-            if allowance is not None and status == 200 and charges(pod, budget):
-                allowed, budget_refusal = allowance
-                if allowed > 0:
-                    allowance = (allowed - 1, budget_refusal)
-                else:
-                    failure, status, cause = budget_refusal, 429, BUDGET_CAUSE
-            if status == 429 and len(group) > 1:
-                refusal = failure
+            failure, cause = budget.answered(pod, failure, status, cause)
             results.append((pod_key(pod), failure, gone, cause))
         return results
 
@@ -338,7 +325,9 @@ def _evict_batch(
         disable_eviction=disable_eviction,
         dry_run=not act,
         budgets=budgets,
-        predict=watched_budgets is not None,
+        # Budgets kept current by a watch, or read for this very pass (the first, listed): a real drain stops each
+        # group where its budget's allowance runs out, so that no group's long chain holds the others' retries.
+        predict=watched_budgets is not None or (act and bool(budgets)),
     )
     if escalated:
         deleted = evict_pods(api, [pod for pod in to_evict if pod_key(pod) in escalated], grace_period=grace_period, disable_eviction=True, dry_run=not act)

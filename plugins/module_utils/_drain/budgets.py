@@ -25,7 +25,7 @@ subresource, as the API server the collection is tested against runs it):
 
 from __future__ import annotations
 
-from ansible_collections.lifecycle.machine.plugins.module_utils._drain.evictions import eviction_failure_message
+from ansible_collections.lifecycle.machine.plugins.module_utils._drain.evictions import BUDGET_CAUSE, eviction_failure_message
 from ansible_collections.lifecycle.machine.plugins.module_utils._drain.logic import PDB_MESSAGE
 from ansible_collections.lifecycle.machine.plugins.module_utils._drain.pods import pod_key
 from ansible_collections.lifecycle.machine.plugins.module_utils._drain.selectors import match_label_selector
@@ -175,3 +175,49 @@ def dry_run_allowance(group: list[dict], budgets: list[dict]) -> tuple[int, str]
     healthy = max(0, (status.get("currentHealthy") or 0) - allowed)
     cause = f"The disruption budget {name} needs {status.get('desiredHealthy', 0)} healthy pods and has {healthy} currently"
     return allowed, eviction_failure_message(429, PDB_MESSAGE, [{"type": "DisruptionBudget", "message": cause}])
+
+
+class BudgetChain:
+    """One budget group's evictions in a pass, sent one after the other (see :func:`budget_groups`): which
+    Pod is asked and which is refused without asking, from what the budgets' status says (pure).
+
+    Once the server refuses one Pod of a group, its other Pods that would use up the budget
+    (:func:`charges`) are refused with the same message for the rest of the pass. With ``predict`` (a
+    real drain whose budgets were read for this pass, from a LIST or a watch) the chain stops where the
+    budget's ``status.disruptionsAllowed`` runs out: the Pods beyond it are refused with the server's
+    text without being asked, and the drain's budget watch wakes the next pass when the budget allows
+    again. This bounds a pass by what the budgets allow now: a chain asking on while the budget regains
+    room as the evicted Pods go (each eviction under a busy budget can take half a second: the server
+    retries its conflicting status updates) held every other group's retry until it ended. In a dry run
+    (``dry_run``) every Pod is asked (a dry-run eviction counts against nothing) and those beyond the
+    allowance are turned into the refusal the server would give. A Pod the eviction API lets go without
+    using up the budget is always asked."""
+
+    def __init__(self, group: list[dict], budgets: list[dict], *, predict: bool = False, dry_run: bool = False):
+        known = (dry_run or predict) and (len(group) > 1 or predict)
+        self.allowance = dry_run_allowance(group, budgets) if known else None
+        self.budget = single_budget(group, budgets)
+        self.predict = predict
+        self.several = len(group) > 1
+        self.refusal: str | None = None
+
+    def refused(self, pod: dict) -> str | None:
+        """The refusal to record for ``pod`` without asking the server (a budget's), or None: ask."""
+        if self.refusal is not None and charges(pod, self.budget):
+            return self.refusal
+        if self.predict and self.allowance is not None and self.allowance[0] <= 0 and charges(pod, self.budget):
+            self.refusal = self.allowance[1]
+            return self.refusal
+        return None
+
+    def answered(self, pod: dict, failure: str | None, status: int, cause: str | None = None) -> tuple[str | None, str | None]:
+        """Note the server's answer to ``pod``'s eviction (``failure``, HTTP ``status``, ``cause``); the failure and cause to record."""
+        if self.allowance is not None and status == 200 and charges(pod, self.budget):
+            allowed, budget_refusal = self.allowance
+            if allowed > 0:
+                self.allowance = (allowed - 1, budget_refusal)
+            else:  # a dry run past the allowance: a real eviction would have been refused
+                failure, status, cause = budget_refusal, 429, BUDGET_CAUSE
+        if status == 429 and self.several:
+            self.refusal = failure
+        return failure, cause

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.errors import ApiError, Cancelled, describe_path, json_body
-from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.retry import Failure
+from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.retry import THROTTLED, Failure
 
 if TYPE_CHECKING:
     from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.client import KubeApi
@@ -106,8 +106,12 @@ class Attempts:
         # Only a 500 that answers about the Pod's budgets is the eviction handler's considered answer
         # (two budgets select it); any other 500 (etcd timing out, say) is a lost answer as ever.
         internal_error = self.internal_error or not _names_a_budget(data)
+        # Only a 429 that names a budget is a budget's refusal (the caller's business); any other 429 is
+        # the server throttling (Priority and Fairness, max-requests-inflight): it processed nothing, so
+        # it is asked again like any throttled request, whoever said throttle=False.
+        throttle = self.throttle or (failure.status == THROTTLED and not budget_refusal(data))
         retryable = api.policy.retryable(
-            failure, idempotent=self.repeatable, throttle=self.throttle, verifiable=self.verify is not None, internal_error=internal_error
+            failure, idempotent=self.repeatable, throttle=throttle, verifiable=self.verify is not None, internal_error=internal_error
         )
         if not retryable:
             raise self.error(failure, data)
@@ -181,3 +185,19 @@ def _names_a_budget(data: Any) -> bool:
     """Whether an answer's body speaks of PodDisruptionBudgets."""
     text = data.decode("utf-8", "replace") if isinstance(data, bytes) else str(data or "")
     return "PodDisruptionBudget" in text
+
+
+def budget_refusal(data: Any) -> bool:
+    """Whether a 429's body is a PodDisruptionBudget's refusal of an eviction (the eviction API's
+    "Cannot evict pod as it would violate the pod's disruption budget.", its causes DisruptionBudget),
+    not the server throttling (Priority and Fairness: "Too many requests, please try again later.")."""
+    text = (data.decode("utf-8", "replace") if isinstance(data, bytes) else str(data or "")).lower()
+    return "disruption budget" in text or "disruptionbudget" in text
+
+
+def overloaded(failure: Failure, data: Any) -> bool:
+    """Whether a failed attempt says the server is not keeping up: throttled (429, but a PodDisruptionBudget's
+    refusal of an eviction), unavailable or timing out (503, 504), or no answer within the read timeout."""
+    if failure.status == THROTTLED:
+        return not budget_refusal(data)
+    return failure.status in (503, 504) or (failure.status == 0 and failure.reason.startswith("no answer from") and "read timeout" in failure.reason)

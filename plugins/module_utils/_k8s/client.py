@@ -24,6 +24,7 @@ from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.access impo
 from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.attempts import CONNECT_TIMEOUT, Attempts, Call, Link
 from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.cache import Cache, Reader
 from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.discovery import Discovery
+from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.flow import Flow
 from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.http import events, exchange
 from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.retry import Failure, RetryPolicy, idempotent
 from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.session import Session
@@ -145,6 +146,10 @@ class KubeApi(Verbs):
         no caches, or the cache cannot answer, they go to the API server (see :mod:`cache`)."""
         return Reader(self, self._session.caches.of(self._link, lambda: Cache(self.fork())))
 
+    def flow_control(self, most: int) -> Flow:
+        """The run's flow control (:meth:`Session.flow_control`): ``most`` units of work at most, fewer while the server lags."""
+        return self._session.flow_control(most)
+
     def live_reader(self) -> Reader:
         """Reads that always go to the API server (the server's word, whatever the run caches)."""
         return Reader(self, None)
@@ -195,16 +200,16 @@ class KubeApi(Verbs):
         """Send one request (retrying as :mod:`retry` says) and return the parsed answer.
 
         ``retry`` overrides whether the request is safe to repeat (by default
-        :func:`retry.idempotent`); ``throttle=False`` leaves 429 answers to the
-        caller; ``verify`` is asked, before a request that may already have
+        :func:`retry.idempotent`); ``throttle=False`` leaves a PodDisruptionBudget's 429
+        to the caller (the server's own throttling is retried all the same); ``verify`` is asked, before a request that may already have
         taken effect is sent again, whether it did: its answer (anything but
         None) is returned instead of resending.
         """
         method = method.upper()
         eviction = path.endswith("/eviction")
         if eviction:
-            # An eviction's 429 is a PodDisruptionBudget refusing it, a 500 about budgets the handler refusing
-            # a Pod two budgets select: the drain's business (asked again at its own pace), never retried here.
+            # An eviction's 429 naming a budget is a PodDisruptionBudget refusing it, a 500 about budgets the handler
+            # refusing a Pod two budgets select: the drain's business (asked again at its own pace), never retried here.
             throttle = False
         call = Call(method, path, [(k, v) for k, v in (query or {}).items() if v is not None and v != ""], body, content_type)
         repeatable = idempotent(method, body, content_type) if retry is None else retry
@@ -220,7 +225,7 @@ class KubeApi(Verbs):
 
     def _exchange(self, call: Call, timeout: tuple[float, float], *, stream: bool = False) -> tuple[Failure | None, Any]:
         """One HTTP exchange (:func:`http.exchange`): (None, body) on success, else (the failure, its body)."""
-        failure, data, answered = exchange(self._api_client, call, timeout, self.server, self.label, stream=stream)
+        failure, data, answered = self._session.timed(exchange, self._api_client, call, timeout, self.server, self.label, stream=stream)
         self._answered = self._answered or answered
         return failure, data
 

@@ -9,6 +9,7 @@ from ansible_collections.lifecycle.machine.plugins.module_utils._drain.budgets i
     CHARGED,
     LET_GO,
     REFUSED,
+    BudgetChain,
     budget_groups,
     charges,
     dry_run_allowance,
@@ -123,3 +124,63 @@ def test_a_zero_desired_healthy_budget_charges_an_unready_pod() -> None:
     """IfHealthyBudget lets an unready Pod go without charge only while desiredHealthy is above 0."""
     assert charges(running("a", False), counted(healthy=0, needed=0, expected=1, allowed=0))
     assert not running_unready(running("b", False, phase="Pending")) and running_unready(running("c", False))
+
+
+def web_budget(allowed: int) -> dict:
+    web = budget("web", {"matchLabels": {"app": "web"}})
+    web["status"] = {"disruptionsAllowed": allowed, "desiredHealthy": 2, "currentHealthy": 2 + allowed}
+    return web
+
+
+def run_chain(chain: BudgetChain, group: list[dict], answers: dict[str, tuple[str | None, int]] | None = None) -> tuple[list[str], dict[str, str]]:
+    """Walk a group as evict_pods does: (the Pods asked, in order; the refusals recorded), the server
+    answering 200 unless ``answers`` says otherwise."""
+    asked, refused = [], {}
+    for p in group:
+        name = p["metadata"]["name"]
+        refusal = chain.refused(p)
+        if refusal is None:
+            asked.append(name)
+            failure, status = (answers or {}).get(name, (None, 200))
+            refusal, _cause = chain.answered(p, failure, status)
+        if refusal is not None:
+            refused[name] = refusal
+    return asked, refused
+
+
+def test_a_real_drain_with_the_budgets_read_stops_each_chain_at_the_allowance() -> None:
+    # The server would go on accepting while the budget regains room, but the pass ends at what it allows
+    # now: a long chain held every other group's retry to its end (issue 39).
+    group = [pod(f"web-{i}", app="web") for i in range(5)]
+    asked, refused = run_chain(BudgetChain(group, [web_budget(2)], predict=True), group)
+    assert asked == ["web-0", "web-1"]
+    assert set(refused) == {"web-2", "web-3", "web-4"}
+    assert refused["web-2"].startswith(PDB), "refused with the server's text, so the budget watch wakes the retry"
+
+
+def test_a_budget_that_allows_nothing_is_not_asked_but_a_pod_it_lets_go_still_is() -> None:
+    group = budget_groups([pod("web-0", app="web"), pod("web-1", ready=False, app="web")], [web_budget(0)])[0]
+    asked, refused = run_chain(BudgetChain(group, [web_budget(0)], predict=True), group)
+    # web-1 is not Ready and the budget has the healthy Pods it needs: the API lets it go without using up the budget.
+    assert (asked, list(refused)) == (["web-1"], ["web-0"])
+
+
+def test_without_prediction_the_server_decides_until_its_first_refusal() -> None:
+    group = [pod(f"web-{i}", app="web") for i in range(4)]
+    refusal = f"{PDB} The disruption budget web needs 2 healthy pods and has 2 currently"
+    asked, refused = run_chain(BudgetChain(group, [web_budget(1)]), group, {"web-2": (refusal, 429)})
+    assert asked == ["web-0", "web-1", "web-2"], "no prediction: asked past the allowance, as the server still accepts"
+    assert refused == {"web-2": refusal, "web-3": refusal}
+
+
+def test_a_chain_without_exactly_one_observed_budget_is_not_predicted() -> None:
+    group = [pod(f"web-{i}", app="web") for i in range(3)]
+    asked, refused = run_chain(BudgetChain(group, [budget("web", {"matchLabels": {"app": "web"}})], predict=True), group)
+    assert (asked, refused) == (["web-0", "web-1", "web-2"], {}), "no status: the server decides"
+
+
+def test_a_dry_run_asks_every_pod_and_refuses_those_past_the_allowance() -> None:
+    group = [pod(f"web-{i}", app="web") for i in range(3)]
+    asked, refused = run_chain(BudgetChain(group, [web_budget(1)], dry_run=True), group)
+    assert asked == ["web-0", "web-1"], "the second dry run is turned into the refusal, and the chain stops there"
+    assert set(refused) == {"web-1", "web-2"}

@@ -238,11 +238,22 @@ def test_any_other_429_honours_retry_after() -> None:
     assert api.retries == {"429 Too Many Requests": 1}
 
 
-def test_throttle_false_leaves_429_to_the_caller() -> None:
+def test_throttle_false_leaves_a_budgets_429_to_the_caller() -> None:
     api, client, _clock = make_api()
-    client.script(status(429, Retry_After="1"))
+    client.script(status(429, "Cannot evict pod as it would violate the pod's disruption budget.", Retry_After="1"))
     with pytest.raises(ApiError):
         api.request("GET", MACHINE, throttle=False)
+
+
+def test_an_eviction_throttled_by_the_server_is_asked_again() -> None:
+    """Priority and Fairness (or max-requests-inflight) refuses a request it processed nothing of: an eviction
+    it refuses is no budget's refusal, and is sent again after Retry-After, not handed to the drain as a failure."""
+    api, client, clock = make_api()
+    client.script(status(429, "Too many requests, please try again later.", "TooManyRequests", Retry_After="1"), ok({"kind": "Status"}, 201))
+    api.create(EVICTION, {"metadata": {"name": "web-0", "namespace": "ns"}}, verify=lambda: None)
+    assert api.request_count == 2
+    assert clock.sleeps == [1.0]
+    assert api.retries == {"429 Too Many Requests": 1}
 
 
 def test_a_retry_after_longer_than_the_deadline_gives_up_at_once() -> None:
