@@ -455,6 +455,19 @@ def leftover_processes() -> list[tuple[int, str]]:
     return cluster_tool.marked_processes(SESSION_MARK, os.environ[SESSION_MARK])
 
 
+def pytest_collection_modifyitems(config, items) -> None:
+    """A test file's ``EXTENDED_FLAVOURS`` names the flavours whose variants of its tests ``make test``
+    leaves out, to stay within CI's hour: they are marked ``integration_extended``, which
+    ``make integration INTEGRATION_ALL=1`` (and ``make integration-all``) runs too. A test marked
+    ``every_generation`` is about what differs between the Cluster API generations: make test keeps
+    all of its variants."""
+    for item in items:
+        extended = () if item.get_closest_marker("every_generation") else getattr(item.module, "EXTENDED_FLAVOURS", ())
+        callspec = getattr(item, "callspec", None)
+        if extended and callspec is not None and callspec.params.get("flavour") in extended:
+            item.add_marker(pytest.mark.integration_extended)
+
+
 def pytest_sessionfinish(session, exitstatus) -> None:
     """Fail the run when a test left a process running (and stop it)."""
     if getattr(session.config.option, "numprocesses", None) and not hasattr(session.config, "workerinput"):
