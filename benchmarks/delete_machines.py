@@ -178,10 +178,7 @@ def setup(kube: KubeApi, layout: Layout, secret_kubeconfig: str, *, capi: bool =
     if capi:
         setup_capi_shaped(kube, layout, secret_kubeconfig, watched=watched)
         return
-    for namespace in layout.namespaces:
-        kube.create("/api/v1/namespaces", {"metadata": {"name": namespace}}, exists_ok=True)
-    for namespace in layout.namespaces:
-        cluster_tool.poll(lambda ns=namespace: kube.get(f"/api/v1/namespaces/{ns}/serviceaccounts/default"), 60, "the namespace's default ServiceAccount")
+    make_namespaces(kube, layout)
 
     def make_cluster(pair: tuple[str, str]) -> None:
         namespace, cluster = pair
@@ -209,6 +206,14 @@ def setup(kube: KubeApi, layout: Layout, secret_kubeconfig: str, *, capi: bool =
     wait_ready(kube, layout)
 
 
+def make_namespaces(kube: KubeApi, layout: Layout) -> None:
+    """The layout's namespaces, each once its default ServiceAccount exists (Pods need it)."""
+    for namespace in layout.namespaces:
+        kube.create("/api/v1/namespaces", {"metadata": {"name": namespace}}, exists_ok=True)
+    for namespace in layout.namespaces:
+        cluster_tool.poll(lambda ns=namespace: kube.get(f"/api/v1/namespaces/{ns}/serviceaccounts/default"), 60, "the namespace's default ServiceAccount")
+
+
 FAKE_BOOTSTRAP_READY = {"status": {"initialization": {"dataSecretCreated": True}, "dataSecretName": "lm-bench-bootstrap"}}
 
 
@@ -216,10 +221,7 @@ def setup_capi_shaped(kube: KubeApi, layout: Layout, secret_kubeconfig: str, *, 
     """:func:`setup` with the objects the real Cluster API manager needs (see there)."""
     watch_filter = CAPI_WATCH_FILTER if watched else ""
     fake_machines = "/apis/infrastructure.cluster.x-k8s.io/v1beta1/namespaces/{}/fakemachines"
-    for namespace in layout.namespaces:
-        kube.create("/api/v1/namespaces", {"metadata": {"name": namespace}}, exists_ok=True)
-    for namespace in layout.namespaces:
-        cluster_tool.poll(lambda ns=namespace: kube.get(f"/api/v1/namespaces/{ns}/serviceaccounts/default"), 60, "the namespace's default ServiceAccount")
+    make_namespaces(kube, layout)
 
     def make_cluster(pair: tuple[str, str]) -> None:
         namespace, cluster = pair
