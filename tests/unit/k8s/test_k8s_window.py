@@ -20,7 +20,7 @@ from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.window impo
 def feed(window: Window, seconds: float, count: int, *, in_flight: int | None = None, start: float = 0.0, step: float = 0.01) -> float:
     """``count`` answers of ``seconds`` each, ``step`` apart from ``start``; the clock after them."""
     now = start
-    for _ in range(count):
+    for _answer in range(count):
         window.answered(seconds, in_flight=window.limit if in_flight is None else in_flight, now=now)
         now += step
     return now
@@ -149,7 +149,7 @@ def test_run_all_lets_more_in_as_the_server_keeps_up() -> None:
     flow = Flow(Window(50, start=2), time.monotonic)
 
     def work(item: int) -> int:
-        for _ in range(5):
+        for _answer in range(5):
             flow.answered(0.01)
         time.sleep(0.01)
         return item
