@@ -175,8 +175,11 @@ def _policy(name: str, group: str, param: dict, when: str, message: str) -> dict
 
 
 @pytest.fixture
-def migration(kube: KubeApi, self_hosted_kubeconfig: str):
+def migration(kube: KubeApi, self_hosted_kubeconfig: str, capi_generation):
     """The migration's two namespaces, a Cluster in the Cluster API one, and the two policies; removed after the test."""
+    # The migration's mirrors are Cluster API v1beta2 Machines, whichever generation the worker's
+    # control plane served for the test before.
+    capi_generation.use("v1beta2")
     created: list[str] = []
     for namespace in (MAPI_NS, CAPI_NS):
         if kube.get(f"/api/v1/namespaces/{namespace}") is None:
