@@ -458,7 +458,9 @@ def leftover_processes() -> list[tuple[int, str]]:
 def pytest_collection_modifyitems(config, items) -> None:
     """A test file's ``EXTENDED_FLAVOURS`` names the flavours whose variants of its tests ``make test``
     leaves out, to stay within CI's hour: they are marked ``integration_extended``, which
-    ``make integration INTEGRATION_ALL=1`` (and ``make integration-all``) runs too. A test marked
+    ``make integration INTEGRATION_ALL=1`` (and ``make integration-all``) runs too. The workflow tests
+    name the Cluster API v1beta1-only flavour: what differs between the two generations (where hooks,
+    conditions and the drain's records live) the per-module tests prove on every flavour. A test marked
     ``every_generation`` is about what differs between the Cluster API generations: make test keeps
     all of its variants."""
     for item in items:

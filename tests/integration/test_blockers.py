@@ -41,10 +41,7 @@ from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.client impo
 from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.connect import api_from_kubeconfig
 from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.errors import ApiError
 
-# make test leaves out the Cluster API v1beta1-only variants of these workflow tests (conftest.py:
-# integration_extended; make integration-all runs them): what differs between the two generations
-# (where hooks, conditions and the drain's records live) the per-module tests prove on every flavour.
-EXTENDED_FLAVOURS = ("v1beta1",)
+EXTENDED_FLAVOURS = ("v1beta1",)  # variants make test leaves out (conftest.py: pytest_collection_modifyitems)
 
 CLEARS = "clears by itself"
 NEEDS_ACTION = "needs someone to act"

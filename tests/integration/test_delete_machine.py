@@ -24,10 +24,7 @@ from victims import PREFIX, Victim
 
 from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.client import KubeApi
 
-# make test leaves out the Cluster API v1beta1-only variants of these workflow tests (conftest.py:
-# integration_extended; make integration-all runs them): what differs between the two generations
-# (where hooks, conditions and the drain's records live) the per-module tests prove on every flavour.
-EXTENDED_FLAVOURS = ("v1beta1",)
+EXTENDED_FLAVOURS = ("v1beta1",)  # variants make test leaves out (conftest.py: pytest_collection_modifyitems)
 
 PLAYBOOK = REPO / "playbooks" / "delete_machine.yml"
 PROVIDER_TASKS = REPO / "hack" / "demo" / "tasks" / "provider.yml"

@@ -7,10 +7,7 @@ from __future__ import annotations
 from test_machine_drain import CAPI_ONLY, create_pdb, delete_machine, evictions, get_pod, machine_path, make_pods, order_rule
 from test_stalls import budget
 
-# make test leaves out the Cluster API v1beta1-only variants of these workflow tests (conftest.py:
-# integration_extended; make integration-all runs them): what differs between the two generations
-# (where hooks, conditions and the drain's records live) the per-module tests prove on every flavour.
-EXTENDED_FLAVOURS = ("v1beta1",)
+EXTENDED_FLAVOURS = ("v1beta1",)  # variants make test leaves out (conftest.py: pytest_collection_modifyitems)
 
 REASON = "CHG-1234: the db primary's budget is fixed at zero; approved by the storage team"
 

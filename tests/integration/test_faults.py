@@ -16,10 +16,7 @@ from conftest import REPO
 from khelpers import deployment, wait_for
 from test_delete_machine import PLAYBOOK, assert_all_gone, playbook_vars
 
-# make test leaves out the Cluster API v1beta1-only variants of these workflow tests (conftest.py:
-# integration_extended; make integration-all runs them): what differs between the two generations
-# (where hooks, conditions and the drain's records live) the per-module tests prove on every flavour.
-EXTENDED_FLAVOURS = ("v1beta1",)
+EXTENDED_FLAVOURS = ("v1beta1",)  # variants make test leaves out (conftest.py: pytest_collection_modifyitems)
 
 FAULT_RATE = 0.15
 

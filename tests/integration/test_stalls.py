@@ -12,10 +12,7 @@ import pytest
 from khelpers import deployment, pod_is_ready, wait_for
 from test_machine_drain import CAPI_ONLY, GRACE, create_pdb, delete_machine, evictions, get_pod, machine_path, make_pods, order_rule
 
-# make test leaves out the Cluster API v1beta1-only variants of these workflow tests (conftest.py:
-# integration_extended; make integration-all runs them): what differs between the two generations
-# (where hooks, conditions and the drain's records live) the per-module tests prove on every flavour.
-EXTENDED_FLAVOURS = ("v1beta1",)
+EXTENDED_FLAVOURS = ("v1beta1",)  # variants make test leaves out (conftest.py: pytest_collection_modifyitems)
 
 NEVER = "can never clear as things stand"
 REPO = Path(__file__).resolve().parents[2]
