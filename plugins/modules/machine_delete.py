@@ -122,8 +122,8 @@ options:
     description:
       - How many Machines are worked on at the same time, at most; at least 1. How many are really under way follows
         the API server's answers - fewer while it throttles (HTTP 429 not naming a disruption budget, 503, 504, a read
-        timeout) or its answers slow down, more again as they come back - so a value larger than the server can take
-        never makes the task slower, nor its threads and memory larger.
+        timeout) or its answers slow down, more again as they come back - and a Machine's thread is made only when it
+        starts, so threads and memory follow what the server takes, not the value asked.
       - With O(replacement=none) or O(replacement=first), how many Machines are replaced (or removed) at a time, across
         calls and rounds (a roll N at a time) - a Machine starts only once fewer than that many of the task's Machines are
         under way (its owner's record holds it, or it is being deleted), in the order given; a failure stops the roll (the
