@@ -687,6 +687,38 @@ api_requests:
   description: Requests sent to the API server by this task (every round).
   returned: always
   type: int
+flow:
+  description:
+    - What the flow control did in this call (this round): how many Machines it worked on at once and why.
+    - The Machines at once and the requests under way follow the API server's answers, up to O(concurrency).
+  returned: always
+  type: dict
+  contains:
+    concurrency:
+      description: The most Machines at once this call could work on (O(concurrency), or fewer Machines).
+      type: int
+    limit:
+      description: The Machines at once the API server's answers allowed when the call ended.
+      type: int
+    peak:
+      description: The most Machines this call worked on at once.
+      type: int
+    answers:
+      description: The answers of the API server the flow control heard.
+      type: int
+    refused:
+      description: Of those, the answers saying the server was too busy (429 from no PodDisruptionBudget, 503, 504, or none in time).
+      type: int
+    requests_held:
+      description: Requests that waited in the module for fewer to be under way, instead of in the server's queues.
+      type: int
+  sample:
+    concurrency: 100
+    limit: 100
+    peak: 100
+    answers: 2210
+    refused: 0
+    requests_held: 0
 """
 
 import time
