@@ -76,8 +76,21 @@ def test_it_comes_back_once_the_server_keeps_up_again() -> None:
     for second in range(5):
         window.answered(1.0, in_flight=400, now=now + second * 1.1, refused=True)
     low = window.limit
-    feed(window, 0.02, 3000, start=now + 10)
-    assert window.limit > 4 * low
+    now = feed(window, 0.02, 3000, start=now + 10)
+    assert window.limit > 2 * low, "one more per window's worth of answers, once the server has said where it stops"
+    feed(window, 0.02, 600_000, start=now)
+    assert window.limit == 1000
+
+
+def test_quick_answers_just_after_a_drop_do_not_take_it_back() -> None:
+    window = Window(1000, start=400)
+    window.answered(0.02, in_flight=400, now=0.0)
+    window.answered(0.02, in_flight=400, now=0.1, refused=True)
+    assert window.limit == 200
+    feed(window, 0.02, 500, start=0.2, step=0.001)  # the answers to what was sent before the refusal
+    assert window.limit == 200, "nothing grows within the cooldown"
+    feed(window, 0.02, 250, start=1.2, step=0.001)
+    assert 200 < window.limit <= 202, "then one more per window's worth of answers, not a slow start again"
 
 
 def test_idle_work_that_fills_the_window_lets_more_start() -> None:
