@@ -428,16 +428,40 @@ def _stamp(text: str) -> datetime.datetime:
     return datetime.datetime.fromisoformat(text.replace("Z", "+00:00"))
 
 
-def audit_requests(audit_log: Path, offset: int, layout: Layout, user: str = COLLECTION_USER) -> Requests:
-    """The requests of ``user`` (the collection's identity, or the Cluster API manager's) in the audit log
-    from byte ``offset`` on, by what they name."""
-    result = Requests()
+def audit_mark(audit_log: Path) -> tuple[int, int, float]:
+    """Where the audit log stands now (its inode, its size, the time), for :func:`audit_since`."""
     if not audit_log.exists():
-        return result
-    with audit_log.open("rb") as handle:
-        handle.seek(offset)
-        data = handle.read()
-    for line in data.splitlines():
+        return 0, 0, time.time()
+    stat = audit_log.stat()
+    return stat.st_ino, stat.st_size, time.time()
+
+
+def audit_since(audit_log: Path, mark: tuple[int, int, float]) -> bytes:
+    """The audit log's lines written since ``mark``. kube-apiserver rotates its log at 100 MB (a 1000-Machine
+    run writes more), renaming the file to ``audit-<time>.log``: the file the mark was taken on is read from the
+    mark's offset whatever its name now, and every log file begun since is read whole, oldest first."""
+    inode, offset, since = mark
+    chunks = []
+    logs = sorted(audit_log.parent.glob(f"{audit_log.stem}*{audit_log.suffix}"), key=lambda path: path.stat().st_mtime)
+    for path in logs:
+        stat = path.stat()
+        if stat.st_ino == inode:
+            start = offset
+        elif stat.st_mtime >= since:
+            start = 0
+        else:
+            continue
+        with path.open("rb") as handle:
+            handle.seek(start)
+            chunks.append(handle.read())
+    return b"".join(chunks)
+
+
+def audit_requests(audit_log: Path, mark: tuple[int, int, float], layout: Layout, user: str = COLLECTION_USER) -> Requests:
+    """The requests of ``user`` (the collection's identity, or the Cluster API manager's) in the audit log
+    since ``mark`` (:func:`audit_mark`), by what they name."""
+    result = Requests()
+    for line in audit_since(audit_log, mark).splitlines():
         try:
             event = json.loads(line)
         except ValueError:
@@ -546,7 +570,7 @@ def measure(
     setup(kube, layout, Path(collection_kubeconfig).read_text(), capi=capi_shaped)
     log(f"  set up in {time.monotonic() - started:.1f} s; deleting them at concurrency {concurrency} ...")
     time.sleep(2)  # the set-up's last audit lines are written
-    offset = audit_log.stat().st_size if audit_log.exists() else 0
+    mark = audit_mark(audit_log)
     load_before = load()
     cpu_before = sum(cpu_seconds(state_pids.get(name)) for name in ("kube-apiserver", "etcd"))
     run = delete(collection_kubeconfig, layout, concurrency, collection)
@@ -559,7 +583,7 @@ def measure(
     if left:
         raise SystemExit(f"{len(left)} of {size} Machines were not deleted: {', '.join(m['metadata']['name'] for m in left[:10])}")
     time.sleep(2)
-    requests = audit_requests(audit_log, offset, layout)
+    requests = audit_requests(audit_log, mark, layout)
     row = Row(size, layout, concurrency, run, requests, apiserver_cpu, load_before, load_after=load())
     describe(row)
     return row
@@ -590,7 +614,7 @@ def measure_capi(kube: KubeApi, kubeconfig: str, layout: Layout, *, capi_kubecon
         setup(kube, layout, Path(capi_kubeconfig).read_text(), capi=True, watched=True)
         log(f"  set up in {time.monotonic() - started:.1f} s; Cluster API deletes them ...")
         time.sleep(2)
-        offset = audit_log.stat().st_size if audit_log.exists() else 0
+        mark = audit_mark(audit_log)
         load_before = load()
         cpu_before = sum(cpu_seconds(pids.get(name)) for name in ("kube-apiserver", "etcd"))
         manager_before = cpu_seconds(manager)
@@ -607,7 +631,7 @@ def measure_capi(kube: KubeApi, kubeconfig: str, layout: Layout, *, capi_kubecon
     finally:
         controllers.stop_capi_manager(state_dir)
     time.sleep(2)
-    requests = audit_requests(audit_log, offset, layout, user=CAPI_USER)
+    requests = audit_requests(audit_log, mark, layout, user=CAPI_USER)
     row = Row(size, layout, workers, run, requests, apiserver_cpu, load_before, actor=f"capi {workers}w", load_after=load())
     log(
         f"Cluster API ({workers} workers) deleted {size} Machine(s) in {wall:.1f} s; "

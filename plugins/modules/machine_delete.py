@@ -123,7 +123,9 @@ options:
       - How many Machines are worked on at the same time, at most; at least 1. How many are really under way follows
         the API server's answers - fewer while it throttles (HTTP 429 not naming a disruption budget, 503, 504, a read
         timeout) or its answers slow down, more again as they come back - and a Machine's thread is made only when it
-        starts, so threads and memory follow what the server takes, not the value asked.
+        starts, so threads and memory follow what the server takes, not the value asked. The same number bounds the
+        task's requests under way (at least 16): once the server has pushed back, the started Machines' requests wait
+        in the task rather than in the server's queues. RV(flow) says what it was.
       - With O(replacement=none) or O(replacement=first), how many Machines are replaced (or removed) at a time, across
         calls and rounds (a roll N at a time) - a Machine starts only once fewer than that many of the task's Machines are
         under way (its owner's record holds it, or it is being deleted), in the order given; a failure stops the roll (the
@@ -687,6 +689,38 @@ api_requests:
   description: Requests sent to the API server by this task (every round).
   returned: always
   type: int
+flow:
+  description:
+    - What the flow control did in this call (this round): how many Machines it worked on at once and why.
+    - The Machines at once and the requests under way follow the API server's answers, up to O(concurrency).
+  returned: always
+  type: dict
+  contains:
+    concurrency:
+      description: The most Machines at once this call could work on (O(concurrency), or fewer Machines).
+      type: int
+    limit:
+      description: The Machines at once the API server's answers allowed when the call ended.
+      type: int
+    peak:
+      description: The most Machines this call worked on at once.
+      type: int
+    answers:
+      description: The answers of the API server the flow control heard.
+      type: int
+    refused:
+      description: Of those, the answers saying the server was too busy (429 from no PodDisruptionBudget, 503, 504, or none in time).
+      type: int
+    requests_held:
+      description: Requests that waited in the module for fewer to be under way, instead of in the server's queues.
+      type: int
+  sample:
+    concurrency: 100
+    limit: 100
+    peak: 100
+    answers: 2210
+    refused: 0
+    requests_held: 0
 """
 
 import time

@@ -694,4 +694,5 @@ def delete_machines(api: KubeApi, request: DeleteRequest) -> dict:
         **({"preflight": answer, "warnings": preflight_warnings(answer)} if answer is not None else {}),
         "elapsed_seconds": round(elapsed, 1),
         "api_requests": api.total_requests,
+        "flow": flow.summary(),
     }

@@ -46,13 +46,21 @@ class Session:
             return self.flow
 
     def timed(self, exchange: Callable[..., tuple[Failure | None, Any, bool]], *args: Any, **kwargs: Any) -> tuple[Failure | None, Any, bool]:
-        """One HTTP exchange (``exchange(*args, **kwargs)``: failure, data, answered), its time and whether it
-        says the server is overloaded told to the run's flow control."""
-        sent = self.clock()
-        failure, data, answered = exchange(*args, **kwargs)
+        """One HTTP exchange (``exchange(*args, **kwargs)``: failure, data, answered), sent once the run's flow
+        control has room for it (:meth:`flow.Flow.send`), its time and whether it says the server is overloaded
+        told to the flow control."""
         flow = self.flow
+        if flow is not None and not flow.send(self.cancelled.is_set):
+            raise Cancelled("the run was cancelled")
+        sent = self.clock()
+        try:
+            failure, data, answered = exchange(*args, **kwargs)
+        except BaseException:
+            if flow is not None:
+                flow.release()
+            raise
         if flow is not None:
-            flow.answered(self.clock() - sent, refused=failure is not None and overloaded(failure, data))
+            flow.answered(self.clock() - sent, refused=failure is not None and overloaded(failure, data), sent=True)
         return failure, data, answered
 
     def cancel(self) -> None:

@@ -16,8 +16,12 @@ sender's window follows the network's:
 - **latency**: each answer's time feeds a short average (``short_weight``) and
   a long one (``long_weight``), which is the server's time when it keeps up.
   While the short one stays within ``tolerance`` times the long one the window
-  grows (by ``growth`` times its square root per answer, so a few hundred answers
-  take it from 10 to 100); when answers take longer than that - the server is
+  grows: by ``growth`` times its square root per answer until the first drop
+  (so a few hundred answers take it from 10 to 100), then by one per window's
+  worth of answers, and not at all within ``cooldown`` of a drop - a unit's load
+  comes long after it starts, and quick answers to what was sent before a drop
+  must not take the window straight back to where the server refused it (a
+  TCP sender's slow start and congestion avoidance); when answers take longer than that - the server is
   queueing - the window shrinks in proportion (the gradient ``tolerance * long /
   short``, never below half); the long average follows a lasting change slowly,
   and is pulled down when it has run away from the short one;
@@ -99,9 +103,15 @@ class Window:
         gradient = max(0.5, min(1.0, self.tolerance * self.long / self.short))
         if gradient < 1.0:
             self._drop(gradient, now)
-        elif in_flight * 2 >= self.limit:
-            self.estimate = min(float(self.most), self.estimate + self.growth * math.sqrt(self.estimate))
+        elif in_flight * 2 >= self.limit and not self._cooling(now):
+            # Once the server has shown where it stops keeping up: one more per window's worth of answers.
+            step = self.growth * math.sqrt(self.estimate) if self.last_drop is None else 1.0 / self.estimate
+            self.estimate = min(float(self.most), self.estimate + step)
         return self.limit
+
+    def _cooling(self, now: float) -> bool:
+        """Within ``cooldown`` of the last drop: the answers to what was sent before it say nothing new."""
+        return self.last_drop is not None and now - self.last_drop < self.cooldown
 
     def idle(self, *, in_flight: int, now: float) -> int:
         """Work fills the window (``in_flight``) and waits to start, at ``now``: when the server has

@@ -76,8 +76,21 @@ def test_it_comes_back_once_the_server_keeps_up_again() -> None:
     for second in range(5):
         window.answered(1.0, in_flight=400, now=now + second * 1.1, refused=True)
     low = window.limit
-    feed(window, 0.02, 3000, start=now + 10)
-    assert window.limit > 4 * low
+    now = feed(window, 0.02, 3000, start=now + 10)
+    assert window.limit > 2 * low, "one more per window's worth of answers, once the server has said where it stops"
+    feed(window, 0.02, 600_000, start=now)
+    assert window.limit == 1000
+
+
+def test_quick_answers_just_after_a_drop_do_not_take_it_back() -> None:
+    window = Window(1000, start=400)
+    window.answered(0.02, in_flight=400, now=0.0)
+    window.answered(0.02, in_flight=400, now=0.1, refused=True)
+    assert window.limit == 200
+    feed(window, 0.02, 500, start=0.2, step=0.001)  # the answers to what was sent before the refusal
+    assert window.limit == 200, "nothing grows within the cooldown"
+    feed(window, 0.02, 250, start=1.2, step=0.001)
+    assert 200 < window.limit <= 202, "then one more per window's worth of answers, not a slow start again"
 
 
 def test_idle_work_that_fills_the_window_lets_more_start() -> None:
@@ -174,3 +187,88 @@ def test_run_all_cancelled_still_answers_every_item() -> None:
 @pytest.mark.parametrize("most", [1, 3])
 def test_a_small_task_is_not_held_back(most: int) -> None:
     assert Flow(Window(most), time.monotonic).window.limit == most
+
+
+# -- the requests under way ----------------------------------------------------------------------
+
+
+def sender(flow: Flow, sent: list[int], lock: threading.Lock, cancelled=lambda: False) -> threading.Thread:
+    def send() -> None:
+        if flow.send(cancelled):
+            with lock:
+                sent.append(1)
+
+    thread = threading.Thread(target=send, daemon=True)
+    thread.start()
+    return thread
+
+
+def settle(check, seconds: float = 5.0) -> bool:
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        if check():
+            return True
+        time.sleep(0.01)
+    return check()
+
+
+def test_requests_under_way_never_exceed_the_window_once_it_has_shrunk() -> None:
+    flow = Flow(Window(1000, start=64), time.monotonic)
+    sent: list[int] = []
+    lock = threading.Lock()
+    threads = [sender(flow, sent, lock) for _request in range(80)]
+    assert settle(lambda: len(sent) == 64 and flow.waiting == 16)
+    flow.answered(1.0, refused=True, sent=True)  # the server refused one: the window halves, to 32
+    assert flow.room() == 32
+    time.sleep(0.3)
+    assert len(sent) == 64 and flow.sending == 63, "none more goes until fewer than 32 are under way"
+    for _answer in range(32):
+        flow.answered(0.01, sent=True)
+    assert settle(lambda: len(sent) == 65), "the answers that take it below the window let one more go"
+    assert flow.held == 16
+    flow.answered(0.01, sent=True)
+    for thread in threads:
+        thread.join(0.01)
+
+
+def test_a_small_run_always_has_room_for_several_requests() -> None:
+    flow = Flow(Window(1), time.monotonic)
+    assert flow.room() == 16, "one Machine's drain and the run's feeds send several requests at once"
+    for _request in range(16):
+        assert flow.send()
+    assert flow.sending == 16
+
+
+def test_no_unit_starts_while_a_request_waits_for_room() -> None:
+    flow = Flow(Window(100, start=16), time.monotonic)
+    for _request in range(16):
+        flow.send()
+    sent: list[int] = []
+    lock = threading.Lock()
+    waiting = sender(flow, sent, lock)
+    assert settle(lambda: flow.waiting == 1)
+    started = threading.Event()
+    threading.Thread(target=lambda: flow.admit() and started.set(), daemon=True).start()
+    assert not started.wait(0.4), "a unit waits while the server's answers are awaited"
+    flow.answered(0.01, sent=True)
+    assert settle(lambda: sent == [1]) and started.wait(2)
+    waiting.join(1)
+
+
+def test_a_request_waiting_for_room_stops_when_the_run_is_cancelled() -> None:
+    flow = Flow(Window(10), time.monotonic)
+    for _request in range(16):
+        flow.send()
+    assert flow.send(lambda: True) is False
+    assert flow.sending == 16 and flow.waiting == 0
+
+
+def test_a_request_that_raises_gives_its_room_back() -> None:
+    api, client, _clock = make_api()
+    flow = api.flow_control(100)
+    client.script(ok({}))
+    api.get("/api/v1/nodes/n1")
+    assert flow.sending == 0 and flow.window.answers == 1
+    with pytest.raises(AssertionError, match="unscripted request"):  # the exchange itself raised
+        api.get("/api/v1/nodes/n2")
+    assert flow.sending == 0 and flow.window.answers == 1, "its room is free, and no answer was told"
