@@ -124,7 +124,7 @@ options:
         the API server's answers - fewer while it throttles (HTTP 429 not naming a disruption budget, 503, 504, a read
         timeout) or its answers slow down, more again as they come back - and a Machine's thread is made only when it
         starts, so threads and memory follow what the server takes, not the value asked. The same number bounds the
-        task's requests under way (at least 16): once the server has pushed back, the started Machines' requests wait
+        task's requests under way (at least 16); once the server has pushed back, the started Machines' requests wait
         in the task rather than in the server's queues. RV(flow) says what it was.
       - With O(replacement=none) or O(replacement=first), how many Machines are replaced (or removed) at a time, across
         calls and rounds (a roll N at a time) - a Machine starts only once fewer than that many of the task's Machines are
@@ -691,7 +691,7 @@ api_requests:
   type: int
 flow:
   description:
-    - What the flow control did in this call (this round): how many Machines it worked on at once and why.
+    - What the flow control did in this call (this round), how many Machines it worked on at once and why.
     - The Machines at once and the requests under way follow the API server's answers, up to O(concurrency).
   returned: always
   type: dict
