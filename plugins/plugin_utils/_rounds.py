@@ -33,7 +33,8 @@ IN_PROGRESS, AWAITING_INSTANCE, DONE, PLANNED, FAILED = "in_progress", "awaiting
 def carried_over(earlier: dict, later: dict) -> dict:
     """A Machine's entry of the later round, with what only an earlier round did kept: the Pods its drain
     evicted and the escalations it carried out (each round reports its own), and an out-of-service taint an
-    earlier round put on (a later round finds it there already, or no longer looks)."""
+    earlier round put on (a later round finds it there already, or no longer looks); who carried the deletion
+    out, when the later round no longer saw it."""
     if not earlier:
         return later
     merged = dict(later)
@@ -50,6 +51,11 @@ def carried_over(earlier: dict, later: dict) -> dict:
     taint = earlier.get("out_of_service") or {}
     if taint.get("applied") and not (later.get("out_of_service") or {}).get("applied"):
         merged["out_of_service"] = taint
+    # A round that finds the Machine gone at once cannot tell who carried its deletion out, nor its API
+    # version: what an earlier round saw is kept.
+    for name in ("carried_out_by", "api_version", "flavour"):
+        if later.get(name) is None and earlier.get(name) is not None:
+            merged[name] = earlier[name]
     return merged
 
 
