@@ -118,14 +118,13 @@ class Window:
         answered nothing for ``idle_after`` seconds (nor refused anything for ``cooldown``), the window
         grows by its square root; the new limit."""
         quiet = self.last_heard is None or now - self.last_heard >= self.idle_after
-        calm = self.last_drop is None or now - self.last_drop >= self.cooldown
-        if in_flight >= self.limit and quiet and calm:
+        if in_flight >= self.limit and quiet and not self._cooling(now):
             self.estimate = min(float(self.most), self.estimate + math.sqrt(self.estimate))
             self.last_heard = now  # once per idle_after
         return self.limit
 
     def _drop(self, factor: float, now: float) -> None:
-        if self.last_drop is not None and now - self.last_drop < self.cooldown:
+        if self._cooling(now):
             return
         self.last_drop = now
         self.estimate = max(float(self.least), self.estimate * factor)
