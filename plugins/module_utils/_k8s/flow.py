@@ -74,12 +74,11 @@ class Flow:
             self.sending += 1
             return True
 
-    def answered(self, seconds: float, *, refused: bool = False, sent: bool = False) -> None:
-        """One answer of the server's (``refused``: too busy, or none in time; ``sent``: a request counted by
-        :meth:`send`, no longer under way): the window follows it, and may admit more."""
+    def answered(self, seconds: float, *, refused: bool = False) -> None:
+        """The answer to a request :meth:`send` counted (``refused``: too busy, or none in time): the request is
+        no longer under way, the window follows the answer, and may admit more."""
         with self._cond:
-            if sent:
-                self.sending = max(0, self.sending - 1)
+            self.sending = max(0, self.sending - 1)
             before = self.window.limit
             after = self.window.answered(seconds, in_flight=self.in_flight, now=self._clock(), refused=refused)
             if self.waiting:
@@ -137,7 +136,3 @@ class Flow:
                 "refused": self.window.refusals,
                 "requests_held": self.held,
             }
-
-    def describe(self) -> str:
-        with self._cond:
-            return f"{self.window.describe()}; at most {self.peak} at once; {self.held} requests waited for room"

@@ -60,7 +60,7 @@ class Session:
                 flow.release()
             raise
         if flow is not None:
-            flow.answered(self.clock() - sent, refused=failure is not None and overloaded(failure, data), sent=True)
+            flow.answered(self.clock() - sent, refused=failure is not None and overloaded(failure, data))
         return failure, data, answered
 
     def cancel(self) -> None:

@@ -218,15 +218,15 @@ def test_requests_under_way_never_exceed_the_window_once_it_has_shrunk() -> None
     lock = threading.Lock()
     threads = [sender(flow, sent, lock) for _request in range(80)]
     assert settle(lambda: len(sent) == 64 and flow.waiting == 16)
-    flow.answered(1.0, refused=True, sent=True)  # the server refused one: the window halves, to 32
+    flow.answered(1.0, refused=True)  # the server refused one: the window halves, to 32
     assert flow.room() == 32
     time.sleep(0.3)
     assert len(sent) == 64 and flow.sending == 63, "none more goes until fewer than 32 are under way"
     for _answer in range(32):
-        flow.answered(0.01, sent=True)
+        flow.answered(0.01)
     assert settle(lambda: len(sent) == 65), "the answers that take it below the window let one more go"
     assert flow.held == 16
-    flow.answered(0.01, sent=True)
+    flow.answered(0.01)
     for thread in threads:
         thread.join(0.01)
 
@@ -250,7 +250,7 @@ def test_no_unit_starts_while_a_request_waits_for_room() -> None:
     started = threading.Event()
     threading.Thread(target=lambda: flow.admit() and started.set(), daemon=True).start()
     assert not started.wait(0.4), "a unit waits while the server's answers are awaited"
-    flow.answered(0.01, sent=True)
+    flow.answered(0.01)
     assert settle(lambda: sent == [1]) and started.wait(2)
     waiting.join(1)
 
