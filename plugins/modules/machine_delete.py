@@ -202,6 +202,18 @@ EXAMPLES = r"""
     machines: "{{ pool.machines }}"
     progress_interval: 20
 
+- name: A whole fleet, as many at once as the API server takes, up to 1000
+  lifecycle.machine.machine_delete:
+    machines: "{{ pool.machines }}"
+    concurrency: 1000
+  register: fleet
+
+- name: Say whether the API server held the deletion back
+  ansible.builtin.debug:
+    msg: >-
+      {{ fleet.flow.peak }} Machines at once (limit {{ fleet.flow.limit }} of {{ fleet.flow.concurrency }}),
+      {{ fleet.flow.refused }} of {{ fleet.flow.answers }} answers refused, {{ fleet.flow.requests_held }} requests held
+
 - name: Mark them and follow their live controller, which drains and deletes them
   lifecycle.machine.machine_delete:
     machines: "{{ pool.machines }}"
