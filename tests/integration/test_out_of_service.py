@@ -331,16 +331,25 @@ def capi_worker_on_a_dead_node(kube: KubeApi, workload: KubeApi, workload_kubeco
     return path
 
 
-def node_writes(audit: Path, node: str, agent: str, since: str) -> list[str]:
-    """The verbs of the writes a user agent holding ``agent`` sent to Node ``node`` from ``since`` on."""
-    return [
-        event["verb"] + (f"/{event['objectRef']['subresource']}" if event["objectRef"].get("subresource") else "")
-        for event in read_audit_log(audit, resource="nodes")
-        if event["objectRef"].get("name") == node
-        and agent in event.get("userAgent", "")
-        and event["verb"] not in ("get", "list", "watch")
-        and event.get("requestReceivedTimestamp", "") >= since
-    ]
+def node_writes(audit: Path, node: str, agent: str, since: str, *, refused: bool = False) -> list[str]:
+    """The verbs of the writes a user agent holding ``agent`` sent to Node ``node`` from ``since`` on that the API
+    server accepted (``refused``: those it refused, with their codes - a patch that lost a race with another writer
+    is answered 409 and changes nothing)."""
+    found = []
+    for event in read_audit_log(audit, resource="nodes"):
+        if (
+            event["objectRef"].get("name") != node
+            or agent not in event.get("userAgent", "")
+            or event["verb"] in ("get", "list", "watch")
+            or event.get("requestReceivedTimestamp", "") < since
+        ):
+            continue
+        code = (event.get("responseStatus") or {}).get("code") or 0
+        if (code >= 400) != refused:
+            continue
+        verb = event["verb"] + (f"/{event['objectRef']['subresource']}" if event["objectRef"].get("subresource") else "")
+        found.append(f"{verb} {code}" if refused else verb)
+    return found
 
 
 class Followed:
@@ -425,6 +434,9 @@ def taint_while_followed(world: Followed, apps: str, log_dir: Path) -> str:
     # The collection's only write on the Node is the taint; the controller cordoned and deleted it.
     ours = node_writes(world.audit, world.worker, "lifecycle.machine", since)
     assert ours == ["patch"], ours
+    # A taint patch the controller's cordon beat to the Node is refused with a 409 and sent again on the Node as read.
+    lost = node_writes(world.audit, world.worker, "lifecycle.machine", since, refused=True)
+    assert set(lost) <= {"patch 409"}, lost
     theirs = node_writes(world.audit, world.worker, world.agent, since)
     assert "patch" in theirs and "delete" in theirs, theirs
     return (
