@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import itertools
 import json
 import os
 import subprocess
@@ -136,18 +137,36 @@ def setup(kube: KubeApi, namespace: str, node: str, spare: str, budgets: bool = 
 
 
 class DeletionClock:
-    """Watches the Node's Pods from the side: when each got its deletionTimestamp and when it was gone."""
+    """Watches the Node's Pods from the side: when each got its deletionTimestamp and when it was gone; and
+    the namespace's PodDisruptionBudgets: when each allowed a disruption again (for the reaction lag)."""
 
-    def __init__(self, kube: KubeApi, node: str):
-        self.kube, self.node = kube, node
+    def __init__(self, kube: KubeApi, node: str, namespace: str):
+        self.kube, self.node, self.namespace = kube, node, namespace
         self.deleting: dict[str, float] = {}
         self.gone: dict[str, float] = {}
         self.labels: dict[str, str] = {}
+        # budget name -> [(when, status.disruptionsAllowed)], as the watch reported each change
+        self.allowed: dict[str, list[tuple[float, int]]] = {}
         self._stop = threading.Event()
         listed = kube.request("GET", "/api/v1/pods", query={"fieldSelector": f"spec.nodeName={node}"})
         self._version = listed["metadata"]["resourceVersion"]
-        self._thread = threading.Thread(target=self._run, daemon=True)
-        self._thread.start()
+        budgets = kube.request("GET", f"/apis/policy/v1/namespaces/{namespace}/poddisruptionbudgets")
+        now = time.monotonic()
+        for budget in budgets.get("items") or []:
+            self.allowed[budget["metadata"]["name"]] = [(now, (budget.get("status") or {}).get("disruptionsAllowed", 0))]
+        self._budget_version = budgets["metadata"]["resourceVersion"]
+        self._threads = [threading.Thread(target=self._run, daemon=True), threading.Thread(target=self._run_budgets, daemon=True)]
+        for thread in self._threads:
+            thread.start()
+
+    def _run_budgets(self) -> None:
+        path = f"/apis/policy/v1/namespaces/{self.namespace}/poddisruptionbudgets"
+        while not self._stop.is_set():
+            for event in self.kube.watch(path, resource_version=self._budget_version, timeout=2):
+                budget = event["object"]
+                self._budget_version = budget["metadata"]["resourceVersion"]
+                allowed = (budget.get("status") or {}).get("disruptionsAllowed", 0)
+                self.allowed.setdefault(budget["metadata"]["name"], []).append((time.monotonic(), allowed))
 
     def _run(self) -> None:
         while not self._stop.is_set():
@@ -164,7 +183,36 @@ class DeletionClock:
 
     def stop(self) -> None:
         self._stop.set()
-        self._thread.join(timeout=10)
+        for thread in self._threads:
+            thread.join(timeout=10)
+
+    def lags(self, ordered: bool) -> dict[str, tuple[float, int]]:
+        """Per group: the seconds from each moment its budget allowed a disruption again while Pods of the group were
+        left to evict (ordered: from its batch becoming current, too) to the next eviction the Pod watch saw
+        accepted, summed, and how many such moments there were. Both drains are seen through the same watches."""
+        lags: dict[str, tuple[float, int]] = {}
+        if not self.deleting:
+            return lags
+        eligible = min(self.deleting.values())
+        for name, *_rest in sorted(BATCHES, key=lambda b: b[3]) if ordered else BATCHES:
+            keys = [key for key, app in self.labels.items() if app == name]
+            accepted = sorted(self.deleting[key] for key in keys if key in self.deleting)
+            if not accepted:
+                continue
+            changes = self.allowed.get(name, [])
+            moments = {when for (_, was), (when, allowed) in itertools.pairwise(changes) if allowed > 0 >= was and when >= eligible}
+            if [allowed for when, allowed in changes if when <= eligible][-1:] != [0]:
+                moments.add(eligible)  # room when the group's turn came
+            total, count = 0.0, 0
+            for moment in sorted(moments):
+                later = [when for when in accepted if when >= moment]
+                if later:
+                    total += later[0] - moment
+                    count += 1
+            lags[name] = (total, count)
+            if ordered:
+                eligible = max(self.gone.get(key, accepted[-1]) for key in keys)
+        return lags
 
     def report(self) -> list[str]:
         if not self.deleting:
@@ -278,7 +326,7 @@ def measure_module(kube: KubeApi, kubeconfig: str, wait_sleep: int, budgets: boo
             {"name": f"order-{name}", "drain": {"behavior": "Drain", "order": order}, "pods": [{"selector": {"matchLabels": {"app": name}}}]}
             for name, _replicas, _grace, order, _budget in BATCHES
         ]
-        clock = DeletionClock(api_from_kubeconfig(kubeconfig, user_agent=BENCH_AGENT), node)
+        clock = DeletionClock(api_from_kubeconfig(kubeconfig, user_agent=BENCH_AGENT), node, namespace)
         params = {"node": node, "wait_sleep": wait_sleep, "wait_timeout": 600, "rules": rules if ordered else []}
         result, wall = run_module(kubeconfig, params, collections)
         time.sleep(1)
@@ -289,17 +337,28 @@ def measure_module(kube: KubeApi, kubeconfig: str, wait_sleep: int, budgets: boo
         result["task_wall"] = wall
         result["namespace"] = namespace
         result["timeline"] = clock.report()
+        result["lags"] = clock.lags(ordered)
         return result
     finally:
         clean_up(kube, namespace, node, spare)
 
 
-def measure_bound(kube: KubeApi, budgets: bool, ordered: bool) -> float:
+def measure_bound(kube: KubeApi, budgets: bool, ordered: bool) -> tuple[float, dict[str, tuple[float, int]]]:
+    """The bound's seconds, and its reaction lags (:meth:`DeletionClock.lags`)."""
     namespace, node, spare = fresh_workload(kube, budgets)
     try:
-        return practical_bound(kube, namespace, node, ordered)
+        clock = DeletionClock(kube, node, namespace)
+        bound = practical_bound(kube, namespace, node, ordered)
+        time.sleep(1)
+        clock.stop()
+        return bound, clock.lags(ordered)
     finally:
         clean_up(kube, namespace, node, spare)
+
+
+def describe_lags(lags: dict[str, tuple[float, int]]) -> str:
+    """``web 1.2 s / 4`` ...: per group, the summed reaction lag and the number of moments it sums."""
+    return ", ".join(f"{name} {total:.1f} s / {count}" for name, (total, count) in lags.items()) or "none seen"
 
 
 def measure_floor(kube: KubeApi, kubeconfig: str, runs: int = 3, collections: Path | None = None) -> tuple[float, float]:
@@ -348,8 +407,8 @@ def benchmark(kubeconfig: str, args: argparse.Namespace) -> int:
     for run in range(args.runs):
         for ordered in kinds:
             label = "three order batches" if ordered else "unordered"
-            bound = measure_bound(kube, budgets, ordered)
-            log(f"run {run + 1}, {label}: practical bound {bound:.1f} s (load {load()})")
+            bound, bound_lags = measure_bound(kube, budgets, ordered)
+            log(f"run {run + 1}, {label}: practical bound {bound:.1f} s, reaction lags {describe_lags(bound_lags)} (load {load()})")
             # Alternate which collection goes first, so that none always follows the bound.
             order = list(range(len(roots)))
             if run % 2:
@@ -362,7 +421,8 @@ def benchmark(kubeconfig: str, args: argparse.Namespace) -> int:
                 log(
                     f"run {run + 1}, {label}, {labels[index]}: command {result['task_wall']:.1f} s ({result['task_wall'] / bound:.2f} x the bound), "
                     f"module {result['elapsed_seconds']:.1f} s ({result['elapsed_seconds'] / bound:.2f} x), {result['command_cpu']:.1f} CPU s (load {load()}; "
-                    f"namespace {result['namespace']}, from {result['command_span'][0]:.3f} to {result['command_span'][1]:.3f})"
+                    f"namespace {result['namespace']}, from {result['command_span'][0]:.3f} to {result['command_span'][1]:.3f});"
+                    f" reaction lags {describe_lags(result['lags'])}"
                 )
     report(rows, labels, floors, kinds, budgets)
     return 0
