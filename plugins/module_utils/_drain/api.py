@@ -22,8 +22,10 @@ Functions take a ``KubeApi`` and plain values, never the module object.
 from __future__ import annotations
 
 import datetime as _dt
+import time
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from typing import Any
 
 from ansible_collections.lifecycle.machine.plugins.module_utils._drain.budgets import BudgetChain, budget_groups
 from ansible_collections.lifecycle.machine.plugins.module_utils._drain.escalations import (
@@ -35,7 +37,7 @@ from ansible_collections.lifecycle.machine.plugins.module_utils._drain.escalatio
     rule_names_wanted,
 )
 from ansible_collections.lifecycle.machine.plugins.module_utils._drain.evictions import BUDGET_CAUSE, budget_cause, eviction_failure_message
-from ansible_collections.lifecycle.machine.plugins.module_utils._drain.feed import NodeWatch
+from ansible_collections.lifecycle.machine.plugins.module_utils._drain.feed import NodeWatch, PassChains
 from ansible_collections.lifecycle.machine.plugins.module_utils._drain.logic import (
     UNREACHABLE_GRACE_PERIOD_SECONDS,
     classify_pods,
@@ -46,7 +48,7 @@ from ansible_collections.lifecycle.machine.plugins.module_utils._drain.logic imp
 from ansible_collections.lifecycle.machine.plugins.module_utils._drain.passes import DrainPass, EvictionMemory, EvictionOutcome
 from ansible_collections.lifecycle.machine.plugins.module_utils._drain.pods import pod_key
 from ansible_collections.lifecycle.machine.plugins.module_utils._drain.rules import SKIP, merge_rules
-from ansible_collections.lifecycle.machine.plugins.module_utils._drain.view import DrainView
+from ansible_collections.lifecycle.machine.plugins.module_utils._drain.view import DrainView, budget_key, revision
 from ansible_collections.lifecycle.machine.plugins.module_utils._errors import MachineError
 from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.client import KubeApi
 from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.errors import ApiError
@@ -59,6 +61,11 @@ DRAIN_RULES_PLURAL = "machinedrainrules"
 # Evictions of one batch run concurrently, at most this many at once
 # (KubeApi's connection pool holds as many connections).
 EVICTION_WORKERS = 16
+# An eviction under a budget not answered after this long is most likely waiting out the API server's half-second
+# pause between conflicting writes of the budget's status: the next one goes beside it (_Chain), at most
+# CHAIN_LANES of one budget under way at once.
+HEDGE_SECONDS = 0.25
+CHAIN_LANES = 3
 
 
 def check_permissions(api: KubeApi, escalations: Sequence[Escalation], *, disable_eviction: bool = False) -> None:
@@ -237,6 +244,80 @@ def list_budgets(api: KubeApi) -> list[dict]:
         return []
 
 
+class _Chain:
+    """One budget group's evictions in a pass (:func:`evict_pods`), one after the other, as ``budget``
+    (:class:`BudgetChain`) lets them go, with two ways on in a real drain that predicts:
+
+    - ``lanes``: an eviction not answered after ``HEDGE_SECONDS`` is most likely waiting out the API server's
+      half-second pause after a conflicting write of the budget's status (the disruption controller's); the
+      next Pod's eviction goes beside it, up to ``lanes`` under way, each holding one of what the budget
+      allows until it is answered - so never more than the budget allows are asked;
+    - ``chains`` (``feed.PassChains``): once the allowance is used up, the chain waits, while another chain of
+      the pass still sends, for its budget to have room again, and goes on."""
+
+    def __init__(self, api: KubeApi, budget: BudgetChain, chains: PassChains | None, lanes: int, **evict: Any):
+        self.api, self.budget, self.chains, self.lanes, self.evict = api, budget, chains, lanes, evict
+        self.results: list[tuple[str, str | None, bool, str | None]] = []
+        self.evicted: set[str] = set()  # the UIDs of the Pods this chain evicted, which its budget's room must count
+        self.sending = chains is not None  # counted among the pass's chains that send
+        self.under_way: dict[Future, tuple[dict, bool, float]] = {}  # eviction -> (Pod, held, sent at)
+
+    def run(self) -> list[tuple[str, str | None, bool, str | None]]:
+        try:
+            with ThreadPoolExecutor(max_workers=self.lanes) as pool:
+                for pod in self.budget.group:
+                    refusal = self.turn(pod)
+                    if refusal is not None:
+                        self.results.append((pod_key(pod), refusal, False, BUDGET_CAUSE))
+                        continue
+                    held = self.budget.sending(pod)
+                    self.under_way[pool.submit(_evict, self.api, pod, **self.evict)] = (pod, held, time.monotonic())
+                self.settle(list(self.under_way))
+        finally:
+            if self.sending and self.chains is not None:
+                self.chains.done()
+        return self.results
+
+    def turn(self, pod: dict) -> str | None:
+        """Wait for ``pod``'s turn: None when its eviction may go now, else the budget's refusal."""
+        while True:
+            refusal = self.budget.refused(pod)
+            if self.under_way and (refusal is not None or not self.lane_free()):
+                # Answers to come may refuse, or give back what they held: a refusal waits for one at least.
+                self.settle(self.answered(at_least_one=refusal is not None or len(self.under_way) >= self.lanes))
+                continue
+            if refusal is not None and self.sending and self.chains is not None and self.budget.budget is not None:
+                fresh = self.chains.room(budget_key(self.budget.budget), self.evicted, revision(self.budget.budget))
+                self.sending = fresh is not None
+                if fresh is not None:
+                    self.budget.refill(fresh)
+                    continue
+            return refusal
+
+    def lane_free(self) -> bool:
+        """Whether another eviction may go beside those under way: a lane is free and the latest sent waits too long."""
+        latest = max(sent for _pod, _held, sent in self.under_way.values())
+        return len(self.under_way) < self.lanes and time.monotonic() - latest >= HEDGE_SECONDS
+
+    def answered(self, *, at_least_one: bool) -> list[Future]:
+        """The evictions under way answered by the time the latest sent has waited ``HEDGE_SECONDS``, or
+        (``at_least_one``) by the time one is."""
+        latest = max(sent for _pod, _held, sent in self.under_way.values())
+        timeout = None if at_least_one else max(0.0, latest + HEDGE_SECONDS - time.monotonic())
+        done, _pending = wait(list(self.under_way), timeout=timeout, return_when=FIRST_COMPLETED)
+        return list(done)
+
+    def settle(self, done: list[Future]) -> None:
+        """Record the answers of the evictions ``done`` (waiting for them)."""
+        for future in done:
+            pod, held, _sent = self.under_way.pop(future)
+            failure, gone, status, cause = future.result()
+            if failure is None and not gone:
+                self.evicted.add((pod.get("metadata") or {}).get("uid") or pod_key(pod))
+            failure, cause = self.budget.answered(pod, failure, status, cause, held=held)
+            self.results.append((pod_key(pod), failure, gone, cause))
+
+
 def evict_pods(
     api: KubeApi,
     pods: list[dict],
@@ -246,6 +327,7 @@ def evict_pods(
     dry_run: bool = False,
     budgets: list[dict] | None = None,
     predict: bool = False,
+    observed: NodeWatch | None = None,
 ) -> EvictionOutcome:
     """Evict Pods: concurrently, except that Pods under one PodDisruptionBudget
     go one after the other (see :func:`budget_groups`).
@@ -258,25 +340,21 @@ def evict_pods(
     (see :func:`dry_run_allowance`). With ``predict`` (``budgets`` read for this
     pass or kept current by a watch) a real drain does the same instead of
     sending evictions the budget is known to refuse: the watch wakes the drain
-    when it allows more (:class:`BudgetChain`).
+    when it allows more (:class:`BudgetChain`). With ``observed`` as well (the budgets watched), a group whose
+    budget's allowance ran out waits for its room again while another group still sends, and goes on
+    (``feed.PassChains``).
     """
     outcome = EvictionOutcome()
     if not pods:
         return outcome
     groups = budget_groups(pods, budgets or [])
+    real = predict and not dry_run and not disable_eviction
+    chains = observed.chains(len(groups)) if observed is not None and real and 1 < len(groups) <= EVICTION_WORKERS else None
 
     def chain(group: list[dict]) -> list[tuple[str, str | None, bool, str | None]]:
-        results = []
         budget = BudgetChain(group, budgets or [], predict=predict and not disable_eviction, dry_run=dry_run and not disable_eviction)
-        for pod in group:
-            refusal = budget.refused(pod)
-            if refusal is not None:
-                results.append((pod_key(pod), refusal, False, BUDGET_CAUSE))
-                continue
-            failure, gone, status, cause = _evict(api, pod, grace_period=grace_period, disable_eviction=disable_eviction, dry_run=dry_run)
-            failure, cause = budget.answered(pod, failure, status, cause)
-            results.append((pod_key(pod), failure, gone, cause))
-        return results
+        lanes = CHAIN_LANES if real and budget.allowance is not None else 1
+        return _Chain(api, budget, chains, lanes, grace_period=grace_period, disable_eviction=disable_eviction, dry_run=dry_run).run()
 
     with ThreadPoolExecutor(max_workers=min(EVICTION_WORKERS, len(groups))) as pool:
         results = [item for chained in pool.map(chain, groups) for item in chained]
@@ -304,6 +382,7 @@ def _evict_batch(
     memory: EvictionMemory | None,
     escalations: Sequence[Escalation] = (),
     elapsed: float = 0.0,
+    observed: NodeWatch | None = None,
 ) -> None:
     """Evict the current batch of a pass into ``result.outcome`` (see :func:`drain_pass`); the Pods
     an escalation the user asked for applies to (``elapsed`` seconds into the drain; the rule that
@@ -328,6 +407,7 @@ def _evict_batch(
         # Budgets kept current by a watch, or read for this very pass (the first, listed): a real drain stops each
         # group where its budget's allowance runs out, so that no group's long chain holds the others' retries.
         predict=watched_budgets is not None or (act and bool(budgets)),
+        observed=observed,
     )
     if escalated:
         deleted = evict_pods(api, [pod for pod in to_evict if pod_key(pod) in escalated], grace_period=grace_period, disable_eviction=True, dry_run=not act)
@@ -423,6 +503,7 @@ def drain_pass(
         memory=memory,
         escalations=escalations,
         elapsed=(now - started_at).total_seconds(),
+        observed=observed,
     )
     result.message = progress_message(started_at, result.plan, result.outcome.failures, result.outcome.gone)
     return result

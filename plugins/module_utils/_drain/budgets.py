@@ -195,23 +195,47 @@ class BudgetChain:
 
     def __init__(self, group: list[dict], budgets: list[dict], *, predict: bool = False, dry_run: bool = False):
         known = (dry_run or predict) and (len(group) > 1 or predict)
+        self.group = group
         self.allowance = dry_run_allowance(group, budgets) if known else None
         self.budget = single_budget(group, budgets)
         self.predict = predict
         self.several = len(group) > 1
         self.refusal: str | None = None
+        self.pending = 0  # evictions sent and not answered yet that use up the allowance (:meth:`sending`)
+
+    def refill(self, budget: dict) -> None:
+        """Go on under ``budget``, the group's one budget read again with room (``_drain/feed.PassChains``): what it
+        allows now is the allowance, and no earlier refusal stands."""
+        self.budget = budget
+        self.allowance = dry_run_allowance(self.group, [budget])
+        self.refusal = None
 
     def refused(self, pod: dict) -> str | None:
-        """The refusal to record for ``pod`` without asking the server (a budget's), or None: ask."""
+        """The refusal to record for ``pod`` without asking the server (a budget's), or None: ask. While evictions
+        sent are not answered yet (``pending``) the allowance they hold is not free, but a refusal is not final
+        either: one of them may fail and give its share back."""
         if self.refusal is not None and charges(pod, self.budget):
             return self.refusal
-        if self.predict and self.allowance is not None and self.allowance[0] <= 0 and charges(pod, self.budget):
+        if self.predict and self.allowance is not None and self.allowance[0] - self.pending <= 0 and charges(pod, self.budget):
+            if self.pending:
+                return self.allowance[1]
             self.refusal = self.allowance[1]
             return self.refusal
         return None
 
-    def answered(self, pod: dict, failure: str | None, status: int, cause: str | None = None) -> tuple[str | None, str | None]:
-        """Note the server's answer to ``pod``'s eviction (``failure``, HTTP ``status``, ``cause``); the failure and cause to record."""
+    def sending(self, pod: dict) -> bool:
+        """``pod``'s eviction is about to be sent while others may be under way: whether it holds one of the
+        predicted allowance until it is answered (a Pod that uses up the budget, in a real drain that predicts)."""
+        if self.predict and self.allowance is not None and charges(pod, self.budget):
+            self.pending += 1
+            return True
+        return False
+
+    def answered(self, pod: dict, failure: str | None, status: int, cause: str | None = None, *, held: bool = False) -> tuple[str | None, str | None]:
+        """Note the server's answer to ``pod``'s eviction (``failure``, HTTP ``status``, ``cause``; ``held``: what
+        :meth:`sending` said); the failure and cause to record."""
+        if held:
+            self.pending -= 1
         if self.allowance is not None and status == 200 and charges(pod, self.budget):
             allowed, budget_refusal = self.allowance
             if allowed > 0:

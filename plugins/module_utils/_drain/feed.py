@@ -31,6 +31,9 @@ from ansible_collections.lifecycle.machine.plugins.module_utils._k8s.watch impor
 
 # How often a pause looks whether the run was cancelled.
 CANCEL_CHECK_SECONDS = 0.25
+# How long a pass's budget chains may go on waiting for their budgets' room (PassChains): after that the pass
+# ends at the next wait, so that its progress is reported and new Pods are classified at least this often.
+GO_ON_SECONDS = 5.0
 
 
 class NodeWatch:
@@ -97,8 +100,12 @@ class NodeWatch:
 
         def heard(kind: str, obj: Any) -> None:
             with self._cond:
-                if kind == FAILED or (relisted(obj) if kind == RELISTED else changed(kind, obj)) is not None:
-                    self._cond.notify_all()
+                if kind == RELISTED:
+                    relisted(obj)
+                elif kind != FAILED:
+                    changed(kind, obj)
+                # Every change: a pause wakes when the view gives it a reason, a chain of a pass when its budget has room.
+                self._cond.notify_all()
 
         return heard
 
@@ -122,12 +129,55 @@ class NodeWatch:
                 return self.view.reason
             return "resync" if self.failed or self.api.cancelled else "timeout"
 
+    def chains(self, count: int) -> PassChains:
+        """The ``count`` budget chains of a pass that starts now (:class:`PassChains`)."""
+        return PassChains(self, count, min(self.deadline, self.api.monotonic() + GO_ON_SECONDS))
+
     def stop(self) -> None:
         """Let the informers end (each at its next event or within their watch's length), and stop listening to the run's cache."""
         for informer in self._informers:
             informer.stop()
         if self._budgets is not None:
             self._budgets.unlisten(self._budget_change)
+
+
+class PassChains:
+    """The budget chains of one pass (``api.evict_pods``: one per budget, each sending its Pods' evictions one
+    after the other), which go on while the pass lasts.
+
+    A chain that has used up what its budget allowed does not end the pass's part for its budget at once: while
+    another chain of the pass still sends, it waits for its budget to have room again (``DrainView.room``: a
+    version of the budget that counts the chain's own evictions) and goes on. Once no chain sends, or
+    ``end`` passes, every waiting chain ends, the pass ends and the pause between passes takes over (it wakes
+    on the same budgets). A budget's room is never guessed: the eviction API still decides every eviction."""
+
+    def __init__(self, watch: NodeWatch, count: int, end: float):
+        self.watch, self.sending, self.end = watch, count, end
+
+    def done(self) -> None:
+        """A chain that was sending has ended."""
+        with self.watch._cond:
+            self.sending -= 1
+            self.watch._cond.notify_all()
+
+    def room(self, key: str, evicted: set[str], after: int | None) -> dict | None:
+        """Wait, not sending, for budget ``key`` (``namespace/name``) to have room for the chain that evicted the
+        Pods of UIDs ``evicted`` and last saw the budget at revision ``after``: the budget as read, the chain
+        sending again; None when the chain is over (no other chain sends, the watch failed, the run was
+        cancelled, or ``end`` passed): it is then no longer counted as sending."""
+        watch = self.watch
+        clock = watch.api.monotonic
+        with watch._cond:
+            self.sending -= 1
+            watch._cond.notify_all()
+            while True:
+                budget = watch.view.room(key, evicted, after)
+                if budget is not None:
+                    self.sending += 1
+                    return budget
+                if self.sending <= 0 or watch.failed or watch.api.cancelled or clock() >= self.end:
+                    return None
+                watch._cond.wait(timeout=min(CANCEL_CHECK_SECONDS, max(0.0, self.end - clock())))
 
 
 def refused_budgets(drain: DrainPass, budgets: list[dict]) -> set[str]:

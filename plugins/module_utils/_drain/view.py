@@ -13,6 +13,10 @@ the moment something it waits for happens:
   not on a fixed pass;
 - ``node``: the Node was deleted.
 
+While a pass sends its evictions, the view also says when a budget whose
+allowance a chain of that pass used up has room again (:meth:`DrainView.room`),
+so that the chain goes on instead of waiting for the next pass.
+
 This class only keeps state and decides; the API side feeds it events.
 """
 
@@ -32,6 +36,12 @@ def disruptions_allowed(budget: dict | None) -> int:
     return ((budget or {}).get("status") or {}).get("disruptionsAllowed") or 0
 
 
+def revision(obj: dict | None) -> int | None:
+    """The object's resourceVersion as the store's revision (an integer), None when it is not one."""
+    version = ((obj or {}).get("metadata") or {}).get("resourceVersion")
+    return int(version) if isinstance(version, str) and version.isdigit() else None
+
+
 class DrainView:
     """The Node, its Pods and the budgets as last reported, and the reason to wake, if any."""
 
@@ -43,6 +53,8 @@ class DrainView:
         self.retry_budgets: set[str] = set()
         self.known: set[str] = set(self.pods)
         self.reason: str | None = None
+        # Pod UID -> the revision at which the view first saw it terminating or gone.
+        self.ended_at: dict[str, int] = {}
 
     # -- what a pause waits for ---------------------------------------------------
     def expect(self, waiting_for: set[str], retry_budgets: set[str], *, seen_pods: set[str] | None = None, seen_budgets: dict | None = None) -> None:
@@ -70,6 +82,22 @@ class DrainView:
         version = (budget.get("metadata") or {}).get("resourceVersion")
         return seen_version is not None and version != seen_version and disruptions_allowed(budget) > 0
 
+    def room(self, key: str, evicted: set[str], after: int | None) -> dict | None:
+        """Budget ``key`` when it has room again for a chain that evicted ``evicted`` (Pod UIDs) under it, last
+        saw it at revision ``after``, and used up what it allowed; None while it has none, or may not show it.
+
+        The eviction API takes one of the budget's disruptions before it deletes the Pod, so a version of the
+        budget written after each evicted Pod was seen terminating (a later revision of the store, which orders
+        every write) counts that eviction: only such a version's ``disruptionsAllowed`` is the room left. An
+        older one may still show what the chain has used up. Without integer revisions, never."""
+        budget = self.budgets.get(key)
+        version = revision(budget)
+        if budget is None or version is None or after is None or version <= after or disruptions_allowed(budget) <= 0:
+            return None
+        if any(pod not in self.ended_at for pod in evicted):
+            return None
+        return budget if all(version > self.ended_at[pod] for pod in evicted) else None
+
     def budget_versions(self) -> dict[str, str | None]:
         """key -> resourceVersion of every budget, as a pass saw them."""
         return {key: (budget.get("metadata") or {}).get("resourceVersion") for key, budget in self.budgets.items()}
@@ -81,6 +109,10 @@ class DrainView:
     # -- events ---------------------------------------------------------------------
     def pod_event(self, kind: str, pod: dict) -> str | None:
         key = pod_key(pod)
+        meta = pod.get("metadata") or {}
+        version = revision(pod)
+        if version is not None and meta.get("uid") and (kind == "DELETED" or meta.get("deletionTimestamp")):
+            self.ended_at.setdefault(meta["uid"], version)
         if kind == "DELETED":
             self.pods.pop(key, None)
             if key in self.waiting_for:

@@ -158,6 +158,18 @@ def test_a_real_drain_with_the_budgets_read_stops_each_chain_at_the_allowance() 
     assert refused["web-2"].startswith(PDB), "refused with the server's text, so the budget watch wakes the retry"
 
 
+def test_a_chain_refilled_with_its_budget_read_again_goes_on_to_the_new_allowance() -> None:
+    # What feed.PassChains does when the budget has room again while another chain of the pass still sends.
+    group = [pod(f"web-{i}", app="web") for i in range(5)]
+    chain = BudgetChain(group, [web_budget(1)], predict=True)
+    assert chain.refused(group[0]) is None
+    chain.answered(group[0], None, 200)
+    assert chain.refused(group[1]) is not None
+    chain.refill(web_budget(2))
+    asked, refused = run_chain(chain, group[1:])
+    assert asked == ["web-1", "web-2"] and set(refused) == {"web-3", "web-4"}
+
+
 def test_a_budget_that_allows_nothing_is_not_asked_but_a_pod_it_lets_go_still_is() -> None:
     group = budget_groups([pod("web-0", app="web"), pod("web-1", ready=False, app="web")], [web_budget(0)])[0]
     asked, refused = run_chain(BudgetChain(group, [web_budget(0)], predict=True), group)

@@ -96,3 +96,43 @@ def test_an_allowance_the_pass_already_saw_does_not_wake() -> None:
     state = view("a", budgets=(allowing,))
     state.expect({"ns/a"}, {"ns/web"}, seen_pods={"ns/a"}, seen_budgets=state.budget_versions())
     assert state.reason is None, "the pass was refused with this very status: only a newer one may wake it"
+
+
+def versioned_budget(name: str, allowed: int, version: int) -> dict:
+    found = budget(name, allowed)
+    found["metadata"]["resourceVersion"] = str(version)
+    return found
+
+
+def ended(name: str, uid: str, version: int) -> dict:
+    return {"metadata": {"name": name, "namespace": "ns", "uid": uid, "resourceVersion": str(version), "deletionTimestamp": "2026-12-07T00:00:00Z"}}
+
+
+def test_a_budget_has_room_for_a_chain_only_in_a_version_that_counts_its_evictions() -> None:
+    state = view("a", "b", budgets=(versioned_budget("web", 0, 10),))
+    evicted = {"uid-a", "uid-b"}
+    # A version older than the evicted Pods seen terminating may still show the room the chain used up.
+    state.budget_event("MODIFIED", versioned_budget("web", 2, 12))
+    assert state.room("ns/web", evicted, after=10) is None, "the evicted Pods are not seen terminating yet"
+    state.pod_event("MODIFIED", ended("a", "uid-a", 13))
+    state.pod_event("DELETED", ended("b", "uid-b", 14))
+    assert state.room("ns/web", evicted, after=10) is None, "version 12 was written before the Pods went"
+    state.budget_event("MODIFIED", versioned_budget("web", 0, 15))
+    assert state.room("ns/web", evicted, after=10) is None, "no room"
+    state.budget_event("MODIFIED", versioned_budget("web", 3, 16))
+    assert disruptions_allowed(state.room("ns/web", evicted, after=10)) == 3
+    assert state.room("ns/web", evicted, after=16) is None, "not newer than what the chain saw"
+    assert state.room("ns/other", set(), after=1) is None, "no such budget"
+
+
+def test_a_pod_seen_terminating_keeps_the_first_revision_it_was_seen_so() -> None:
+    state = view("a", budgets=(versioned_budget("web", 1, 14),))
+    state.pod_event("MODIFIED", ended("a", "uid-a", 13))
+    state.pod_event("MODIFIED", ended("a", "uid-a", 20))
+    assert state.room("ns/web", {"uid-a"}, after=10) is not None
+
+
+def test_without_integer_revisions_no_room_is_ever_claimed() -> None:
+    state = view("a", budgets=(budget("web", 5),))
+    state.pod_event("MODIFIED", ended("a", "uid-a", 13))
+    assert state.room("ns/web", {"uid-a"}, after=10) is None
