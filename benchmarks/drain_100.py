@@ -200,7 +200,7 @@ class DeletionClock:
             if not accepted:
                 continue
             changes = self.allowed.get(name, [])
-            moments = {when for (_, was), (when, allowed) in itertools.pairwise(changes) if allowed > 0 >= was and when >= eligible}
+            moments = {when for (_before, was), (when, allowed) in itertools.pairwise(changes) if allowed > 0 >= was and when >= eligible}
             if [allowed for when, allowed in changes if when <= eligible][-1:] != [0]:
                 moments.add(eligible)  # room when the group's turn came
             total, count = 0.0, 0
