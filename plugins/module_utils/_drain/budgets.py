@@ -114,7 +114,8 @@ def budget_groups(pods: list[dict], budgets: list[dict]) -> list[list[dict]]:
     within a budget buys nothing (measured: the same throughput with 1, 4 or 16
     at once) but conflicts and refusals. Pods under one budget are therefore
     evicted one after the other, stopping at the first refusal, while different
-    groups go concurrently. A Pod no
+    groups go concurrently; only an eviction slow to answer (most likely waiting
+    out one of those pauses) gets the next beside it (``api._Chain``). A Pod no
     budget covers is a group of its own. Within a group, Pods that are not
     Ready come first: the eviction API lets them go without using up the
     budget under ``AlwaysAllow``, and under ``IfHealthyBudget`` while the
