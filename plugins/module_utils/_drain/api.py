@@ -23,9 +23,8 @@ from __future__ import annotations
 
 import datetime as _dt
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
-from typing import Any
 
 from ansible_collections.lifecycle.machine.plugins.module_utils._drain.budgets import BudgetChain, budget_groups
 from ansible_collections.lifecycle.machine.plugins.module_utils._drain.escalations import (
@@ -255,28 +254,39 @@ class _Chain:
     - ``chains`` (``feed.PassChains``): once the allowance is used up, the chain waits, while another chain of
       the pass still sends, for its budget to have room again, and goes on."""
 
-    def __init__(self, api: KubeApi, budget: BudgetChain, chains: PassChains | None, lanes: int, **evict: Any):
-        self.api, self.budget, self.chains, self.lanes, self.evict = api, budget, chains, lanes, evict
+    def __init__(self, evict: Callable[[dict], tuple[str | None, bool, int, str | None]], budget: BudgetChain, chains: PassChains | None, lanes: int):
+        self.evict, self.budget, self.chains, self.lanes = evict, budget, chains, lanes  # evict: _evict of one Pod
         self.results: list[tuple[str, str | None, bool, str | None]] = []
         self.evicted: set[str] = set()  # the UIDs of the Pods this chain evicted, which its budget's room must count
         self.sending = chains is not None  # counted among the pass's chains that send
         self.under_way: dict[Future, tuple[dict, bool, float]] = {}  # eviction -> (Pod, held, sent at)
 
     def run(self) -> list[tuple[str, str | None, bool, str | None]]:
+        # One lane needs no thread of its own: each eviction is sent and answered here, as ever before.
+        pool = ThreadPoolExecutor(max_workers=self.lanes) if self.lanes > 1 else None
         try:
-            with ThreadPoolExecutor(max_workers=self.lanes) as pool:
-                for pod in self.budget.group:
-                    refusal = self.turn(pod)
-                    if refusal is not None:
-                        self.results.append((pod_key(pod), refusal, False, BUDGET_CAUSE))
-                        continue
-                    held = self.budget.sending(pod)
-                    self.under_way[pool.submit(_evict, self.api, pod, **self.evict)] = (pod, held, time.monotonic())
-                self.settle(list(self.under_way))
+            for pod in self.budget.group:
+                refusal = self.turn(pod)
+                if refusal is not None:
+                    self.results.append((pod_key(pod), refusal, False, BUDGET_CAUSE))
+                    continue
+                held = self.budget.sending(pod)
+                self.under_way[self.send(pool, pod)] = (pod, held, time.monotonic())
+            self.settle(list(self.under_way))
         finally:
+            if pool is not None:
+                pool.shutdown(wait=True)
             if self.sending and self.chains is not None:
                 self.chains.done()
         return self.results
+
+    def send(self, pool: ThreadPoolExecutor | None, pod: dict) -> Future:
+        """``pod``'s eviction, under way in a lane of ``pool``, or (no pool) already answered."""
+        if pool is not None:
+            return pool.submit(self.evict, pod)
+        answered: Future = Future()
+        answered.set_result(self.evict(pod))
+        return answered
 
     def turn(self, pod: dict) -> str | None:
         """Wait for ``pod``'s turn: None when its eviction may go now, else the budget's refusal."""
@@ -294,16 +304,18 @@ class _Chain:
                     continue
             return refusal
 
+    def hedge_at(self) -> float:
+        """When another eviction may go beside those under way: once the latest sent has waited ``HEDGE_SECONDS``."""
+        return max(sent for _pod, _held, sent in self.under_way.values()) + HEDGE_SECONDS
+
     def lane_free(self) -> bool:
         """Whether another eviction may go beside those under way: a lane is free and the latest sent waits too long."""
-        latest = max(sent for _pod, _held, sent in self.under_way.values())
-        return len(self.under_way) < self.lanes and time.monotonic() - latest >= HEDGE_SECONDS
+        return len(self.under_way) < self.lanes and time.monotonic() >= self.hedge_at()
 
     def answered(self, *, at_least_one: bool) -> list[Future]:
         """The evictions under way answered by the time the latest sent has waited ``HEDGE_SECONDS``, or
         (``at_least_one``) by the time one is."""
-        latest = max(sent for _pod, _held, sent in self.under_way.values())
-        timeout = None if at_least_one else max(0.0, latest + HEDGE_SECONDS - time.monotonic())
+        timeout = None if at_least_one else max(0.0, self.hedge_at() - time.monotonic())
         done, _pending = wait(list(self.under_way), timeout=timeout, return_when=FIRST_COMPLETED)
         return list(done)
 
@@ -349,12 +361,16 @@ def evict_pods(
         return outcome
     groups = budget_groups(pods, budgets or [])
     real = predict and not dry_run and not disable_eviction
+
+    def evict(pod: dict) -> tuple[str | None, bool, int, str | None]:
+        return _evict(api, pod, grace_period=grace_period, disable_eviction=disable_eviction, dry_run=dry_run)
+
     chains = observed.chains(len(groups)) if observed is not None and real and 1 < len(groups) <= EVICTION_WORKERS else None
 
     def chain(group: list[dict]) -> list[tuple[str, str | None, bool, str | None]]:
         budget = BudgetChain(group, budgets or [], predict=predict and not disable_eviction, dry_run=dry_run and not disable_eviction)
-        lanes = CHAIN_LANES if real and budget.allowance is not None else 1
-        return _Chain(api, budget, chains, lanes, grace_period=grace_period, disable_eviction=disable_eviction, dry_run=dry_run).run()
+        lanes = min(CHAIN_LANES, len(group)) if real and budget.allowance is not None else 1
+        return _Chain(evict, budget, chains, lanes).run()
 
     with ThreadPoolExecutor(max_workers=min(EVICTION_WORKERS, len(groups))) as pool:
         results = [item for chained in pool.map(chain, groups) for item in chained]
